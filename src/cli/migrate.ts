@@ -1,0 +1,58 @@
+import type { Command } from 'commander';
+import { migrate, unlockMigrations, type MigrateOptions } from '../migrations/migrate.js';
+import { describeTarget, print, withKnex } from './context.js';
+
+interface MigrateFlags {
+  schema?: string;
+  segments: boolean;
+  segmentsTable?: string;
+  down?: boolean;
+  unlock?: boolean;
+}
+
+/** Options that other commands' modules add to `idlease migrate` (tickets, next_id). */
+export type MigrateFlagContributor = {
+  configure(cmd: Command): void;
+  toOptions(flags: Record<string, unknown>): Partial<MigrateOptions>;
+};
+
+export function registerMigrate(program: Command, contributors: MigrateFlagContributor[]): void {
+  const cmd = program
+    .command('migrate')
+    .description('install idlease objects (segment table by default; tickets and next_id() on request), or remove them with --down')
+    .option('--schema <name>', 'PostgreSQL schema for the tables and the migrations table (created if missing)')
+    .option('--no-segments', 'leave out the segment table')
+    .option('--segments-table <name>', 'segment table name', 'idlease_segments')
+    .option('--down', 'remove the objects named by the other flags instead of installing them')
+    .option('--unlock', 'free a migration lock left behind by a crashed migration, then exit')
+    .addHelpText('after', `
+Examples:
+  idlease migrate                                   segment table in the embedded PGlite (./.idlease/)
+  idlease migrate --url mysql://root@127.0.0.1/app  the same on MySQL/MariaDB
+  idlease migrate --down                            remove the segment table`);
+  for (const c of contributors) c.configure(cmd);
+  cmd.action(async (flags: MigrateFlags & Record<string, unknown>, self: Command) => {
+    await withKnex(self, async (knex) => {
+      if (flags.unlock) {
+        await unlockMigrations(knex, { schema: flags.schema });
+        print(self, 'migration lock freed', { unlocked: true });
+        return;
+      }
+      let options: MigrateOptions = {
+        schema: flags.schema,
+        segments: flags.segments ? { table: flags.segmentsTable } : false,
+        direction: flags.down ? 'down' : 'up',
+      };
+      for (const c of contributors) options = { ...options, ...c.toOptions(flags) };
+      const result = await migrate(knex, options);
+      const verb = result.direction === 'up' ? 'applied' : 'reverted';
+      print(
+        self,
+        result.applied.length === 0
+          ? `nothing to do on ${describeTarget(self)}: already ${result.direction === 'up' ? 'up to date' : 'removed'}`
+          : result.applied.map((n) => `${verb} ${n}`),
+        result,
+      );
+    });
+  });
+}

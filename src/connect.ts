@@ -1,0 +1,82 @@
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import knexFactory, { type Knex } from 'knex';
+import ClientPgLite from 'knex-pglite';
+import { IdleaseError } from './errors.js';
+
+/** Where the embedded default database lives when no URL is given. */
+export const DEFAULT_PGLITE_DIR = path.join('.idlease', 'pglite');
+
+export interface ConnectOptions {
+  /** Pool size for server databases (PGlite is always one connection). Default 4. */
+  poolMax?: number;
+}
+
+/**
+ * A knex handle from a URL, with the driver set up so no int8 is ever parsed into a JS
+ * number: mysql2 gets supportBigNumbers + bigNumberStrings; pg already returns strings;
+ * PGlite values are normalised where they are read (toBigInt).
+ *
+ * URLs: mysql://user:pass@host:port/db, mariadb://…, postgres://… or postgresql://…,
+ * pglite:<dir> (a directory), pglite:memory. Undefined → the embedded PGlite in ./.idlease/.
+ */
+export function connect(url?: string, options: ConnectOptions = {}): Knex {
+  const poolMax = options.poolMax ?? 4;
+  if (url === undefined || url === '' || url.startsWith('pglite:')) {
+    const target = url ? url.slice('pglite:'.length).replace(/^\/\//, '') : DEFAULT_PGLITE_DIR;
+    if (target === 'memory' || target === '') {
+      return knexFactory({ client: ClientPgLite, dialect: 'postgres', connection: {} } as Knex.Config);
+    }
+    mkdirSync(path.dirname(path.resolve(target)), { recursive: true });
+    return knexFactory({
+      client: ClientPgLite,
+      dialect: 'postgres',
+      connection: { filename: target },
+    } as unknown as Knex.Config);
+  }
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch (cause) {
+    throw new IdleaseError('BAD_CONFIG', `Cannot parse database URL ${redact(url)}. Use mysql://user:pass@host:3306/db or postgres://user@host:5432/db.`, { cause });
+  }
+  const database = decodeURIComponent(parsed.pathname.replace(/^\//, ''));
+  const common = {
+    host: parsed.hostname || '127.0.0.1',
+    user: decodeURIComponent(parsed.username),
+    password: decodeURIComponent(parsed.password),
+    database: database || undefined,
+  };
+  switch (parsed.protocol) {
+    case 'mysql:':
+    case 'mariadb:':
+      return knexFactory({
+        client: 'mysql2',
+        connection: {
+          ...common,
+          user: common.user || 'root',
+          port: parsed.port ? Number(parsed.port) : 3306,
+          supportBigNumbers: true,
+          bigNumberStrings: true,
+        },
+        pool: { min: 0, max: poolMax },
+      });
+    case 'postgres:':
+    case 'postgresql:':
+      return knexFactory({
+        client: 'pg',
+        connection: { ...common, user: common.user || 'postgres', port: parsed.port ? Number(parsed.port) : 5432 },
+        pool: { min: 0, max: poolMax },
+      });
+    default:
+      throw new IdleaseError(
+        'BAD_CONFIG',
+        `Unsupported database URL scheme ${JSON.stringify(parsed.protocol)}. Use mysql://, mariadb://, postgres:// or pglite:<dir>.`,
+      );
+  }
+}
+
+/** A URL fit for messages and logs: the password replaced. */
+export function redact(url: string): string {
+  return url.replace(/\/\/([^:@/]*):[^@/]*@/, '//$1:***@');
+}

@@ -1,0 +1,2 @@
+// Placeholder: the next_id() issue fills this in (bit layouts, decodeId).
+export {};

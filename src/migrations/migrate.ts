@@ -1,0 +1,178 @@
+import type { Knex } from 'knex';
+import { flavorOf, isPostgres, quoteIdent, type Flavor } from '../dialects/detect.js';
+import { IdleaseError } from '../errors.js';
+import { validateIdentifier } from '../identifiers.js';
+import { nextIdMigrations, resolveNextIdOptions, type NextIdMigrateOptions } from './next-id.js';
+import { resolveSegmentsOptions, segmentsMigrations, type SegmentsMigrateOptions } from './segments.js';
+import { resolveTicketsOptions, ticketsMigrations, type TicketsMigrateOptions } from './tickets.js';
+import type { IdleaseMigration } from './types.js';
+
+export const DEFAULT_MIGRATIONS_TABLE = 'idlease_migrations';
+
+export interface MigrateOptions {
+  /**
+   * Postgres schema for idlease's tables and its migrations table; created if missing.
+   * Default: the connection's current schema (usually `public`). On MySQL leave it unset:
+   * the database in the connection is used.
+   */
+  schema?: string;
+  /** idlease's own migrations table (never the app's `knex_migrations`). Default `idlease_migrations`. */
+  migrationsTable?: string;
+  /** The segment table. Default: installed. `false` to leave it out. */
+  segments?: boolean | SegmentsMigrateOptions;
+  /** Ticket tables (MySQL) / sequences (Postgres). Default: not installed. */
+  tickets?: boolean | TicketsMigrateOptions;
+  /** Postgres `next_id()`; an array installs several logical shards. Default: not installed. */
+  nextId?: boolean | NextIdMigrateOptions | NextIdMigrateOptions[];
+  /** `'down'` rolls back the objects these options name. Default `'up'`. */
+  direction?: 'up' | 'down';
+  /** How long to wait for another process's migration to finish. Default 60 000 ms. */
+  lockTimeoutMs?: number;
+}
+
+export interface MigrateResult {
+  /** Names of the migrations this call applied (up) or reverted (down); empty when nothing was to do. */
+  readonly applied: readonly string[];
+  readonly direction: 'up' | 'down';
+}
+
+interface Plan {
+  readonly flavor: Flavor;
+  readonly schema: string | undefined;
+  readonly migrationsTable: string;
+  readonly direction: 'up' | 'down';
+  readonly lockTimeoutMs: number;
+  readonly migrations: readonly IdleaseMigration[];
+}
+
+/** Validate options and build the list of migrations, before touching the database. */
+export function planMigrations(flavor: Flavor, options: MigrateOptions = {}): Plan {
+  if (options === null || typeof options !== 'object') {
+    throw new IdleaseError('BAD_CONFIG', 'migrate(knex, options): options must be an object, e.g. { segments: true }.');
+  }
+  const known = new Set(['schema', 'migrationsTable', 'segments', 'tickets', 'nextId', 'direction', 'lockTimeoutMs']);
+  for (const key of Object.keys(options)) {
+    if (!known.has(key)) {
+      throw new IdleaseError('BAD_CONFIG', `migrate: unknown option ${JSON.stringify(key)}. Known options: ${[...known].join(', ')}.`);
+    }
+  }
+  const schema = options.schema === undefined ? undefined : validateIdentifier(options.schema, 'schema');
+  if (schema !== undefined && !isPostgres(flavor)) {
+    throw new IdleaseError('BAD_CONFIG', 'schema applies to PostgreSQL only; on MySQL/MariaDB put the database name in the connection instead.');
+  }
+  const direction = options.direction ?? 'up';
+  if (direction !== 'up' && direction !== 'down') {
+    throw new IdleaseError('BAD_CONFIG', `direction must be 'up' or 'down', got ${JSON.stringify(direction)}.`);
+  }
+  const lockTimeoutMs = options.lockTimeoutMs ?? 60_000;
+  if (!Number.isInteger(lockTimeoutMs) || lockTimeoutMs < 0) {
+    throw new IdleaseError('BAD_CONFIG', `lockTimeoutMs must be a non-negative integer (milliseconds), got ${String(lockTimeoutMs)}.`);
+  }
+  const migrations: IdleaseMigration[] = [];
+  const segments = resolveSegmentsOptions(options.segments);
+  if (segments) migrations.push(...segmentsMigrations(flavor, schema, segments));
+  const tickets = resolveTicketsOptions(options.tickets);
+  if (tickets) migrations.push(...ticketsMigrations(flavor, schema, tickets));
+  const nextIds = resolveNextIdOptions(options.nextId);
+  if (nextIds.length > 0 && !isPostgres(flavor)) {
+    throw new IdleaseError('BAD_CONFIG', 'nextId (the next_id() function) is PostgreSQL-only; on MySQL/MariaDB use segments or tickets.');
+  }
+  for (const n of nextIds) migrations.push(...nextIdMigrations(flavor, n));
+  const names = new Set<string>();
+  for (const m of migrations) {
+    if (names.has(m.name)) throw new IdleaseError('BAD_CONFIG', `migrate: ${m.name} is named twice in the options.`);
+    names.add(m.name);
+  }
+  return Object.freeze({
+    flavor,
+    schema,
+    migrationsTable: validateIdentifier(options.migrationsTable ?? DEFAULT_MIGRATIONS_TABLE, 'migrationsTable'),
+    direction,
+    lockTimeoutMs,
+    migrations: Object.freeze(migrations),
+  });
+}
+
+class InCodeSource implements Knex.MigrationSource<IdleaseMigration> {
+  constructor(private readonly list: readonly IdleaseMigration[]) {}
+  getMigrations(): Promise<IdleaseMigration[]> {
+    return Promise.resolve([...this.list]);
+  }
+  getMigrationName(m: IdleaseMigration): string {
+    return m.name;
+  }
+  getMigration(m: IdleaseMigration): Promise<Knex.Migration> {
+    return Promise.resolve({ up: (k: Knex) => m.up(k), down: (k: Knex) => m.down(k) });
+  }
+}
+
+/** Knex's lock, and the create-if-missing race on its own tables, are what two processes meet. */
+function isRetryableRace(err: unknown): boolean {
+  const e = err as { name?: string; message?: string; code?: string; errno?: number };
+  return (
+    e?.name === 'LockError' ||
+    /already locked|already exists|duplicate key|Duplicate entry|ER_TABLE_EXISTS|deadlock/i.test(String(e?.message)) ||
+    e?.code === '23505' || e?.code === '42P07' || e?.code === '40P01' || e?.errno === 1050 || e?.errno === 1213
+  );
+}
+
+/**
+ * Install (or with `direction: 'down'` remove) idlease's objects. Idempotent: migrating
+ * twice is a no-op. Safe to call from several processes at once: a caller that meets
+ * another's migration waits for it (bounded by lockTimeoutMs) and then finds nothing to do.
+ */
+export async function migrate(knex: Knex, options: MigrateOptions = {}): Promise<MigrateResult> {
+  const plan = planMigrations(flavorOf(knex), options);
+  if (plan.schema) await knex.raw(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent(plan.flavor, plan.schema)}`);
+  const config: Knex.MigratorConfig = {
+    tableName: plan.migrationsTable,
+    migrationSource: new InCodeSource(plan.migrations),
+    // Other calls may install other objects into the same table: not every recorded
+    // name is in this call's list, and that is fine.
+    disableMigrationsListValidation: true,
+    ...(plan.schema ? { schemaName: plan.schema } : {}),
+  };
+  const deadline = Date.now() + plan.lockTimeoutMs;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      const applied = plan.direction === 'up' ? await up(knex, config) : await down(knex, config, plan);
+      return Object.freeze({ applied: Object.freeze(applied), direction: plan.direction });
+    } catch (err) {
+      if (!isRetryableRace(err)) {
+        throw new IdleaseError('MIGRATION_FAILED', `idlease migrate (${plan.direction}) failed: ${(err as Error).message}`, { cause: err });
+      }
+      if (Date.now() >= deadline) {
+        throw new IdleaseError(
+          'MIGRATION_FAILED',
+          `Another migration held idlease's migration lock for more than ${plan.lockTimeoutMs} ms. If no migration is running ` +
+            `(a crashed one leaves the lock set), free it: idlease migrate --unlock (or npx knex migrate:unlock with tableName ${plan.migrationsTable}).`,
+          { cause: err },
+        );
+      }
+      await new Promise((r) => setTimeout(r, Math.min(1000, 25 * 2 ** Math.min(attempt, 6)) * (0.5 + Math.random())));
+    }
+  }
+}
+
+async function up(knex: Knex, config: Knex.MigratorConfig): Promise<string[]> {
+  const [, log] = (await knex.migrate.latest(config)) as [number, string[]];
+  return log;
+}
+
+async function down(knex: Knex, config: Knex.MigratorConfig, plan: Plan): Promise<string[]> {
+  const [completed] = (await knex.migrate.list(config)) as [Array<{ name: string } | string>, unknown[]];
+  const done = new Set(completed.map((c) => (typeof c === 'string' ? c : c.name)));
+  const reverted: string[] = [];
+  for (const m of [...plan.migrations].reverse()) {
+    if (!done.has(m.name)) continue;
+    await knex.migrate.down({ ...config, name: m.name });
+    reverted.push(m.name);
+  }
+  return reverted;
+}
+
+/** Release a migration lock left behind by a crashed migration. */
+export async function unlockMigrations(knex: Knex, options: Pick<MigrateOptions, 'schema' | 'migrationsTable'> = {}): Promise<void> {
+  const plan = planMigrations(flavorOf(knex), { schema: options.schema, migrationsTable: options.migrationsTable, segments: false });
+  await knex.migrate.forceFreeMigrationsLock({ tableName: plan.migrationsTable, ...(plan.schema ? { schemaName: plan.schema } : {}) });
+}

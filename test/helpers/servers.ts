@@ -1,0 +1,126 @@
+/**
+ * Extra database servers for tests that must stop, kill or multiply a server
+ * (ticket failover, DB-down recovery). Each lives in its own temp data directory on
+ * its own port and is stopped by the test that started it (call `destroy()` in afterAll).
+ */
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, chownSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import net from 'node:net';
+import path from 'node:path';
+
+export interface ServerInstance {
+  readonly url: string;
+  readonly port: number;
+  /** Start (or restart) the server and wait until it accepts connections. */
+  start(): Promise<void>;
+  /** Clean shutdown. */
+  stop(): Promise<void>;
+  /** SIGKILL the server process. */
+  kill(): Promise<void>;
+  /** Stop and remove the data directory. */
+  destroy(): Promise<void>;
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      srv.close(() => (typeof addr === 'object' && addr ? resolve(addr.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+export async function waitForPort(port: number, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const ok = await new Promise<boolean>((resolve) => {
+      const s = net.connect(port, '127.0.0.1');
+      s.once('connect', () => { s.destroy(); resolve(true); });
+      s.once('error', () => resolve(false));
+    });
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`server on port ${port} did not accept connections within ${timeoutMs} ms`);
+}
+
+function which(bin: string, candidates: string[]): string {
+  for (const c of candidates) if (existsSync(c)) return c;
+  throw new Error(`${bin} not found (looked in ${candidates.join(', ')}). Install it: bash scripts/ensure-databases.sh`);
+}
+
+function waitExit(child: ChildProcess | undefined, timeoutMs = 20_000): Promise<void> {
+  if (!child || child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    const t = setTimeout(() => { child.kill('SIGKILL'); }, timeoutMs);
+    child.once('exit', () => { clearTimeout(t); resolve(); });
+  });
+}
+
+/** A private MariaDB server (mariadbd) with an empty root password. Extra my.cnf options via `args`. */
+export async function startMariadb(args: string[] = []): Promise<ServerInstance> {
+  const mariadbd = which('mariadbd', ['/usr/sbin/mariadbd', '/usr/sbin/mysqld']);
+  const installDb = which('mariadb-install-db', ['/usr/bin/mariadb-install-db', '/usr/bin/mysql_install_db']);
+  const dir = mkdtempSync(path.join(tmpdir(), 'idlease-mariadb-'));
+  const port = await freePort();
+  execFileSync(installDb, ['--no-defaults', `--datadir=${dir}`, '--user=root', '--auth-root-authentication-method=normal', '--skip-test-db'], { stdio: 'ignore' });
+  let child: ChildProcess | undefined;
+  const inst: ServerInstance = {
+    url: `mysql://root@127.0.0.1:${port}/test`,
+    port,
+    async start() {
+      child = spawn(mariadbd, [
+        '--no-defaults', `--datadir=${dir}`, `--port=${port}`, `--socket=${path.join(dir, 'mysqld.sock')}`,
+        '--user=root', '--bind-address=127.0.0.1', `--pid-file=${path.join(dir, 'mysqld.pid')}`,
+        `--log-error=${path.join(dir, 'error.log')}`, '--skip-name-resolve', ...args,
+      ], { stdio: 'ignore' });
+      await waitForPort(port);
+      execFileSync('mariadb', ['-h127.0.0.1', `-P${port}`, '-uroot', '-e', 'CREATE DATABASE IF NOT EXISTS test'], { stdio: 'ignore' });
+    },
+    async stop() { child?.kill('SIGTERM'); await waitExit(child); },
+    async kill() { child?.kill('SIGKILL'); await waitExit(child); },
+    async destroy() { await inst.stop(); rmSync(dir, { recursive: true, force: true }); },
+  };
+  await inst.start();
+  return inst;
+}
+
+/** A private PostgreSQL cluster (trust auth), run as the postgres OS user when we are root. */
+export async function startPostgres(): Promise<ServerInstance> {
+  const binDir = ['/usr/lib/postgresql/15/bin', '/usr/lib/postgresql/16/bin', '/usr/lib/postgresql/17/bin'].find((d) => existsSync(path.join(d, 'postgres')));
+  if (!binDir) throw new Error('PostgreSQL server binaries not found under /usr/lib/postgresql. Install them: bash scripts/ensure-databases.sh');
+  const dir = mkdtempSync(path.join(tmpdir(), 'idlease-pg-'));
+  const port = await freePort();
+  const asPostgres = process.getuid?.() === 0;
+  const run = (bin: string, args: string[]) =>
+    asPostgres ? execFileSync('runuser', ['-u', 'postgres', '--', path.join(binDir, bin), ...args], { stdio: 'ignore' })
+               : execFileSync(path.join(binDir, bin), args, { stdio: 'ignore' });
+  if (asPostgres) chownSync(dir, Number(execFileSync('id', ['-u', 'postgres']).toString().trim()), Number(execFileSync('id', ['-g', 'postgres']).toString().trim()));
+  run('initdb', ['-D', dir, '-A', 'trust', '-U', 'postgres', '--no-sync']);
+  let child: ChildProcess | undefined;
+  const inst: ServerInstance = {
+    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    port,
+    async start() {
+      const args = ['-D', dir, '-p', String(port), '-k', dir, '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off'];
+      child = asPostgres
+        ? spawn('runuser', ['-u', 'postgres', '--', path.join(binDir, 'postgres'), ...args], { stdio: 'ignore' })
+        : spawn(path.join(binDir, 'postgres'), args, { stdio: 'ignore' });
+      await waitForPort(port);
+      await new Promise((r) => setTimeout(r, 300)); // the port opens a moment before startup completes
+    },
+    async stop() {
+      try { run('pg_ctl', ['-D', dir, '-m', 'fast', '-w', 'stop']); } catch { /* already stopped */ }
+      await waitExit(child);
+    },
+    async kill() {
+      try { run('pg_ctl', ['-D', dir, '-m', 'immediate', '-w', 'stop']); } catch { /* already stopped */ }
+      await waitExit(child);
+    },
+    async destroy() { await inst.stop(); rmSync(dir, { recursive: true, force: true }); },
+  };
+  await inst.start();
+  return inst;
+}
