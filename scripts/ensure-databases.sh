@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Make sure a local MariaDB (127.0.0.1:3306, root with no password, database `test`) and
+# PostgreSQL (127.0.0.1:5432, trust auth, user postgres, database `test`) are running.
+# Installs them with apt-get on a bare Debian/Ubuntu box, starts them when stopped, and
+# says what it did. Safe to run again: what is already in place is left alone.
+# Skip it entirely by setting IDLEASE_TEST_MYSQL_URL and IDLEASE_TEST_PG_URL.
+set -euo pipefail
+
+say() { printf 'ensure-databases: %s\n' "$*"; }
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+wait_port() {
+  for _ in $(seq 1 60); do port_open "$1" && return 0; sleep 0.5; done
+  return 1
+}
+sudo_() { if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else "$@"; fi; }
+
+apt_updated=0
+apt_install() {
+  if ! command -v apt-get >/dev/null; then
+    say "cannot install $* : no apt-get here. Install MariaDB/MySQL and PostgreSQL yourself, or set IDLEASE_TEST_MYSQL_URL / IDLEASE_TEST_PG_URL."
+    exit 1
+  fi
+  if [ "$apt_updated" = 0 ]; then sudo_ apt-get update -qq; apt_updated=1; fi
+  say "installing $* with apt-get"
+  sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+ensure_mariadb() {
+  if [ -n "${IDLEASE_TEST_MYSQL_URL:-}" ]; then say "MySQL: using IDLEASE_TEST_MYSQL_URL"; return; fi
+  if port_open 3306; then say "MariaDB: already running on 127.0.0.1:3306"; else
+    if ! command -v mariadbd >/dev/null && [ ! -x /usr/sbin/mariadbd ]; then apt_install mariadb-server; fi
+    say "MariaDB: starting"
+    sudo_ mkdir -p /run/mysqld && sudo_ chown mysql:mysql /run/mysqld 2>/dev/null || true
+    if [ ! -d /var/lib/mysql/mysql ]; then sudo_ mariadb-install-db --user=mysql >/dev/null; fi
+    sudo_ start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd -- --user=mysql
+    wait_port 3306 || { say "MariaDB did not open 127.0.0.1:3306 within 30 s; see /var/log/mysql/error.log"; exit 1; }
+    say "MariaDB: started"
+  fi
+  # Root over TCP with an empty password, and the test database.
+  if ! mariadb -h127.0.0.1 -uroot -e 'SELECT 1' >/dev/null 2>&1; then
+    sudo_ mariadb -uroot -e "ALTER USER 'root'@'localhost' IDENTIFIED VIA mysql_native_password USING PASSWORD(''); FLUSH PRIVILEGES;" || true
+  fi
+  mariadb -h127.0.0.1 -uroot -e 'CREATE DATABASE IF NOT EXISTS test' && say "MariaDB: database test ready"
+}
+
+ensure_postgres() {
+  if [ -n "${IDLEASE_TEST_PG_URL:-}" ]; then say "PostgreSQL: using IDLEASE_TEST_PG_URL"; return; fi
+  if port_open 5432; then say "PostgreSQL: already running on 127.0.0.1:5432"; else
+    if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then apt_install postgresql; fi
+    local ver
+    ver=$(ls /etc/postgresql 2>/dev/null | sort -V | tail -1)
+    if [ -z "$ver" ]; then
+      ver=$(ls /usr/lib/postgresql | sort -V | tail -1)
+      sudo_ pg_createcluster "$ver" main >/dev/null
+    fi
+    say "PostgreSQL $ver: starting"
+    # Trust on loopback, like the CI machines; a development convenience, not a production setting.
+    local hba="/etc/postgresql/$ver/main/pg_hba.conf"
+    if [ -f "$hba" ] && ! grep -q '^host all all 127.0.0.1/32 trust' "$hba"; then
+      sudo_ sed -i '1i host all all 127.0.0.1/32 trust\nhost all all ::1/128 trust' "$hba"
+    fi
+    sudo_ pg_ctlcluster --skip-systemctl-redirect "$ver" main start
+    wait_port 5432 || { say "PostgreSQL did not open 127.0.0.1:5432 within 30 s"; exit 1; }
+    say "PostgreSQL: started"
+  fi
+  if ! psql -h 127.0.0.1 -U postgres -d test -Atc 'SELECT 1' >/dev/null 2>&1; then
+    psql -h 127.0.0.1 -U postgres -d postgres -Atc 'CREATE DATABASE test' >/dev/null && say "PostgreSQL: created database test"
+  else
+    say "PostgreSQL: database test ready"
+  fi
+}
+
+ensure_mariadb
+ensure_postgres
