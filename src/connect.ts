@@ -21,18 +21,19 @@ export interface ConnectOptions {
  * pglite:<dir> (a directory), pglite:memory. Undefined → the embedded PGlite in ./.idlease/.
  */
 export function connect(url?: string, options: ConnectOptions = {}): Knex {
+  return knexFactory(knexConfig(url, options));
+}
+
+/** The knex config connect() uses, for knexfiles and apps that build their own knex. */
+export function knexConfig(url?: string, options: ConnectOptions = {}): Knex.Config {
   const poolMax = options.poolMax ?? 4;
   if (url === undefined || url === '' || url.startsWith('pglite:')) {
     const target = url ? url.slice('pglite:'.length).replace(/^\/\//, '') : DEFAULT_PGLITE_DIR;
     if (target === 'memory' || target === '') {
-      return knexFactory({ client: ClientPgLite, dialect: 'postgres', connection: {} } as Knex.Config);
+      return { client: ClientPgLite, dialect: 'postgres', connection: {} } as Knex.Config;
     }
     mkdirSync(path.dirname(path.resolve(target)), { recursive: true });
-    return knexFactory({
-      client: ClientPgLite,
-      dialect: 'postgres',
-      connection: { filename: target },
-    } as unknown as Knex.Config);
+    return { client: ClientPgLite, dialect: 'postgres', connection: { filename: target } } as unknown as Knex.Config;
   }
   let parsed: URL;
   try {
@@ -50,7 +51,7 @@ export function connect(url?: string, options: ConnectOptions = {}): Knex {
   switch (parsed.protocol) {
     case 'mysql:':
     case 'mariadb:':
-      return knexFactory({
+      return {
         client: 'mysql2',
         connection: {
           ...common,
@@ -60,14 +61,14 @@ export function connect(url?: string, options: ConnectOptions = {}): Knex {
           bigNumberStrings: true,
         },
         pool: { min: 0, max: poolMax },
-      });
+      };
     case 'postgres:':
     case 'postgresql:':
-      return knexFactory({
+      return {
         client: 'pg',
         connection: { ...common, user: common.user || 'postgres', port: parsed.port ? Number(parsed.port) : 5432 },
         pool: { min: 0, max: poolMax },
-      });
+      };
     default:
       throw new IdleaseError(
         'BAD_CONFIG',

@@ -42,45 +42,55 @@ async function dockerAvailable(): Promise<boolean> {
   }
 }
 
-export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  const stops: Array<() => Promise<unknown>> = [];
+export interface ResolveDeps {
+  env: NodeJS.ProcessEnv;
+  /** undefined when reachable, else why not. */
+  probe(url: string): Promise<string | undefined>;
+  dockerAvailable(): Promise<boolean>;
+  /** Start containers for the missing kinds; returns their URLs and a stop function. */
+  startContainers(kinds: Array<'mysql' | 'pg'>): Promise<{ urls: Partial<Record<'mysql' | 'pg', string>>; stop(): Promise<void> }>;
+}
+
+export interface ResolvedDatabases {
+  mysqlUrl: string;
+  pgUrl: string;
+  stop(): Promise<void>;
+}
+
+/** The resolution order, apart from vitest so a unit test can drive it. */
+export async function resolveDatabases(deps: ResolveDeps): Promise<ResolvedDatabases> {
   const problems: string[] = [];
   const resolved: Record<'mysql' | 'pg', string | undefined> = { mysql: undefined, pg: undefined };
   for (const kind of ['mysql', 'pg'] as const) {
     const envName = kind === 'mysql' ? 'IDLEASE_TEST_MYSQL_URL' : 'IDLEASE_TEST_PG_URL';
-    const fromEnv = process.env[envName];
+    const fromEnv = deps.env[envName];
     if (fromEnv) {
-      const why = await reachable(fromEnv);
+      const why = await deps.probe(fromEnv);
       if (why) throw new Error(`${envName}=${redact(fromEnv)} is set but not reachable: ${why}`);
       resolved[kind] = fromEnv;
       continue;
     }
-    const why = await reachable(LOCAL[kind]);
+    const why = await deps.probe(LOCAL[kind]);
     if (!why) {
       resolved[kind] = LOCAL[kind];
       continue;
     }
     problems.push(`${kind === 'mysql' ? 'MySQL/MariaDB' : 'PostgreSQL'} at ${LOCAL[kind]}: ${why}`);
   }
-  if ((!resolved.mysql || !resolved.pg) && (await dockerAvailable())) {
-    if (!resolved.mysql) {
-      const { MariaDbContainer } = await import('@testcontainers/mariadb');
-      const c = await new MariaDbContainer('mariadb:10.11').withUserPassword('root').withDatabase('test').start();
-      stops.push(() => c.stop());
-      resolved.mysql = `mysql://root:root@${c.getHost()}:${c.getPort()}/test`;
-    }
-    if (!resolved.pg) {
-      const { PostgreSqlContainer } = await import('@testcontainers/postgresql');
-      const c = await new PostgreSqlContainer('postgres:15').withDatabase('test').start();
-      stops.push(() => c.stop());
-      resolved.pg = c.getConnectionUri();
-    }
+  let stop = async (): Promise<void> => undefined;
+  const missing = (['mysql', 'pg'] as const).filter((k) => !resolved[k]);
+  if (missing.length > 0 && (await deps.dockerAvailable())) {
+    const started = await deps.startContainers(missing);
+    Object.assign(resolved, started.urls);
+    stop = started.stop;
   }
   if (!resolved.mysql || !resolved.pg) {
+    await stop();
     throw new Error(
       [
         'idlease tests need a real MySQL/MariaDB and a real PostgreSQL; none is skipped.',
         ...problems.map((p) => `  - not reachable: ${p}`),
+        '  - no Docker engine reachable for testcontainers',
         'Provide them one of three ways:',
         '  1. set IDLEASE_TEST_MYSQL_URL=mysql://user:pass@host:3306/db and IDLEASE_TEST_PG_URL=postgres://user@host:5432/db;',
         '  2. start the local servers: npm run db:up (installs MariaDB and PostgreSQL with apt-get if missing);',
@@ -88,9 +98,30 @@ export default async function setup(project: TestProject): Promise<() => Promise
       ].join('\n'),
     );
   }
-  project.provide('mysqlUrl', resolved.mysql);
-  project.provide('pgUrl', resolved.pg);
-  return async () => {
-    await Promise.all(stops.map((s) => s()));
-  };
+  return { mysqlUrl: resolved.mysql, pgUrl: resolved.pg, stop };
+}
+
+async function startContainers(kinds: Array<'mysql' | 'pg'>): Promise<{ urls: Partial<Record<'mysql' | 'pg', string>>; stop(): Promise<void> }> {
+  const stops: Array<() => Promise<unknown>> = [];
+  const urls: Partial<Record<'mysql' | 'pg', string>> = {};
+  if (kinds.includes('mysql')) {
+    const { MariaDbContainer } = await import('@testcontainers/mariadb');
+    const c = await new MariaDbContainer('mariadb:10.11').withUserPassword('root').withDatabase('test').start();
+    stops.push(() => c.stop());
+    urls.mysql = `mysql://root:root@${c.getHost()}:${c.getPort()}/test`;
+  }
+  if (kinds.includes('pg')) {
+    const { PostgreSqlContainer } = await import('@testcontainers/postgresql');
+    const c = await new PostgreSqlContainer('postgres:15').withDatabase('test').start();
+    stops.push(() => c.stop());
+    urls.pg = c.getConnectionUri();
+  }
+  return { urls, stop: async () => { await Promise.all(stops.map((s) => s())); } };
+}
+
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const dbs = await resolveDatabases({ env: process.env, probe: reachable, dockerAvailable, startContainers });
+  project.provide('mysqlUrl', dbs.mysqlUrl);
+  project.provide('pgUrl', dbs.pgUrl);
+  return dbs.stop;
 }

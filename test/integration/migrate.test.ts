@@ -1,0 +1,90 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Knex } from 'knex';
+import { ALL_FLAVORS, createTestDb, type TestDb, type TestFlavor } from '../helpers/db.js';
+import { schemaSnapshot } from '../helpers/schema-snapshot.js';
+import { migrate, type MigrateOptions } from '../../src/migrations/migrate.js';
+import { IdleaseError } from '../../src/errors.js';
+
+/** Every object idlease can install on this flavor, so the fresh-vs-reinstalled comparison covers them all. */
+function everything(flavor: TestFlavor): MigrateOptions {
+  return flavor === 'mysql' ? { segments: true } : { segments: true, schema: 'ids' };
+}
+
+async function hasTable(knex: Knex, name: string, schema?: string): Promise<boolean> {
+  return schema ? knex.schema.withSchema(schema).hasTable(name) : knex.schema.hasTable(name);
+}
+
+describe.each(ALL_FLAVORS)('migrate() on %s', (flavor) => {
+  let db: TestDb;
+  let fresh: TestDb;
+  beforeAll(async () => {
+    [db, fresh] = await Promise.all([createTestDb(flavor, 'migrate'), createTestDb(flavor, 'migrate_fresh')]);
+  });
+  afterAll(async () => {
+    await Promise.all([db?.drop(), fresh?.drop()]);
+  });
+
+  it('installs into its own migrations table and is a no-op the second time', async () => {
+    const first = await migrate(db.knex);
+    expect(first.applied).toEqual(['segments:idlease_segments']);
+    expect(await hasTable(db.knex, 'idlease_segments')).toBe(true);
+    expect(await hasTable(db.knex, 'idlease_migrations')).toBe(true);
+    expect(await hasTable(db.knex, 'knex_migrations')).toBe(false);
+    const second = await migrate(db.knex);
+    expect(second.applied).toEqual([]);
+  });
+
+  it('coexists with the app’s own knex migrations: neither side sees the other as missing', async () => {
+    const appMigration = {
+      getMigrations: async () => ['001_app'],
+      getMigrationName: (m: string) => m,
+      getMigration: async () => ({
+        up: (k: Knex) => k.schema.createTable('app_things', (t) => t.increments('id')),
+        down: (k: Knex) => k.schema.dropTable('app_things'),
+      }),
+    };
+    await db.knex.migrate.latest({ migrationSource: appMigration });
+    expect((await migrate(db.knex)).applied).toEqual([]);
+    // knex's validation would throw "migration directory is corrupt" if it saw our rows.
+    const [, pending] = await db.knex.migrate.list({ migrationSource: appMigration });
+    expect(pending).toEqual([]);
+    await db.knex.migrate.rollback({ migrationSource: appMigration }, true);
+  });
+
+  it('down then up gives the same schema as a fresh install', async () => {
+    const opts = everything(flavor);
+    await migrate(db.knex, opts);
+    const down = await migrate(db.knex, { ...opts, direction: 'down' });
+    expect(down.applied.length).toBeGreaterThan(0);
+    expect(await hasTable(db.knex, 'idlease_segments', opts.schema)).toBe(false);
+    expect((await migrate(db.knex, { ...opts, direction: 'down' })).applied).toEqual([]);
+    await migrate(db.knex, opts);
+    await migrate(fresh.knex, { segments: false });
+    await migrate(fresh.knex, opts);
+    // The app table from the test above is the one intended difference; drop it first.
+    await db.knex.schema.dropTableIfExists('app_things');
+    await db.knex.schema.dropTableIfExists('knex_migrations');
+    await db.knex.schema.dropTableIfExists('knex_migrations_lock');
+    if (opts.schema) {
+      // Both databases also hold the default install in the connection's schema.
+      await migrate(fresh.knex);
+    }
+    expect(await schemaSnapshot(db.knex, flavor)).toEqual(await schemaSnapshot(fresh.knex, flavor));
+  });
+
+  it('two concurrent migrate calls both succeed and install once', async () => {
+    const other = flavor === 'pglite' ? db.knex : db.another();
+    const opts: MigrateOptions = { segments: { table: 'concurrent_segments' } };
+    const results = await Promise.all([migrate(db.knex, opts), migrate(other, opts), migrate(db.knex, opts), migrate(other, opts)]);
+    expect(results.flatMap((r) => r.applied)).toEqual(['segments:concurrent_segments']);
+  });
+
+  it('wraps a database error in MIGRATION_FAILED with the cause', async () => {
+    const err = await migrate(db.knex, { segments: { table: 'pg_class_not_ours' }, migrationsTable: 'x'.repeat(63) })
+      .then(() => undefined, (e: unknown) => e);
+    // A 63-character migrations table name plus knex's "_lock" suffix is too long for both servers.
+    expect(err).toBeInstanceOf(IdleaseError);
+    expect((err as IdleaseError).code).toBe('MIGRATION_FAILED');
+    expect((err as IdleaseError).cause).toBeDefined();
+  });
+});
