@@ -1,20 +1,83 @@
-// Placeholder: the ticket allocator issue fills this in (tables per sequence, engine, PG sequences).
 import type { Flavor } from '../dialects/detect.js';
-import type { IdleaseMigration } from './types.js';
+import { ticketsDdl, type TicketEngine } from '../dialects/tickets.js';
+import { IdleaseError } from '../errors.js';
+import { validateIdentifier } from '../identifiers.js';
+import { runAll, type IdleaseMigration } from './types.js';
 
 export interface TicketsMigrateOptions {
   /** Sequence names; one tickets table (MySQL) or sequence (Postgres) each. Default ['default']. */
   sequences?: string[];
+  /**
+   * MySQL/MariaDB storage engine of the tickets tables. Default 'InnoDB' (durable: every
+   * ticket is an fsync'd commit, ~1,000/s per server). 'MyISAM' is 5–13× faster but a
+   * host crash can lose the last counter moves, so IDs may repeat after one. See docs/tickets.md.
+   */
+  engine?: TicketEngine;
+  /**
+   * The pair this server serves: IDs ≡ offset (mod increment). Default 1/1 (one server).
+   * For N servers migrate each with `increment: N` and its own offset 1..N, or migrate with
+   * the defaults and run `idlease tickets reshard`.
+   */
+  increment?: number;
+  offset?: number;
 }
 
-export type ResolvedTickets = Readonly<Required<TicketsMigrateOptions>>;
+export interface ResolvedTickets {
+  readonly sequences: readonly string[];
+  readonly engine: TicketEngine;
+  readonly increment: number;
+  readonly offset: number;
+}
 
 export function resolveTicketsOptions(input: boolean | TicketsMigrateOptions | undefined): ResolvedTickets | undefined {
   if (input === undefined || input === false) return undefined;
   const opts = input === true ? {} : input;
-  return Object.freeze({ sequences: opts.sequences ?? ['default'] });
+  const sequences = opts.sequences ?? ['default'];
+  if (!Array.isArray(sequences) || sequences.length === 0) {
+    throw new IdleaseError('BAD_CONFIG', `tickets.sequences must be a non-empty array of names, e.g. ['default'], got ${JSON.stringify(sequences)}.`);
+  }
+  const engine = opts.engine ?? 'InnoDB';
+  if (engine !== 'InnoDB' && engine !== 'MyISAM') {
+    throw new IdleaseError('BAD_CONFIG', `tickets.engine must be 'InnoDB' or 'MyISAM', got ${JSON.stringify(engine)}.`);
+  }
+  const increment = opts.increment ?? 1;
+  const offset = opts.offset ?? 1;
+  if (!Number.isInteger(increment) || increment < 1 || increment > 65535) {
+    throw new IdleaseError('BAD_CONFIG', `tickets.increment must be an integer 1..65535 (MySQL's auto_increment_increment range), got ${String(increment)}.`);
+  }
+  if (!Number.isInteger(offset) || offset < 1 || offset > increment) {
+    throw new IdleaseError('BAD_CONFIG', `tickets.offset must be an integer 1..increment (${increment}), got ${String(offset)}.`);
+  }
+  return Object.freeze({
+    // Validated names; a sequence name becomes part of a table name, so 48 chars leaves room for the prefix.
+    sequences: Object.freeze(sequences.map((s, i) => validateSequenceName(s, `tickets.sequences[${i}]`))),
+    engine,
+    increment,
+    offset,
+  });
 }
 
-export function ticketsMigrations(_flavor: Flavor, _schema: string | undefined, _opts: ResolvedTickets): IdleaseMigration[] {
-  return [];
+export function validateSequenceName(value: unknown, option: string): string {
+  const name = validateIdentifier(value, option);
+  if (name.length > 48) {
+    throw new IdleaseError('BAD_CONFIG', `${option} must be at most 48 characters (it becomes idlease_tickets_<name>), got ${name.length}.`);
+  }
+  return name;
+}
+
+export function ticketsMigrations(flavor: Flavor, schema: string | undefined, opts: ResolvedTickets): IdleaseMigration[] {
+  return opts.sequences.map((sequence) => {
+    const ddl = ticketsDdl(flavor, { schema, sequence }, { engine: opts.engine, increment: opts.increment, offset: opts.offset });
+    return {
+      name: `tickets:${sequence}`,
+      up: async (knex) => {
+        await runAll(knex, ddl.up);
+        await ddl.seed(knex);
+      },
+      down: async (knex) => {
+        await runAll(knex, ddl.down);
+        await ddl.unseed(knex);
+      },
+    };
+  });
 }

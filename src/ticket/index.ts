@@ -1,2 +1,11 @@
-// Placeholder: the ticket allocator issue fills this in (createTicketAllocator, server set, failover).
-export {};
+export {
+  createTicketAllocator,
+  type TicketAllocator,
+  type TicketAllocatorOptions,
+  type TicketServerOptions,
+  type TicketServerStatus,
+  type TicketServerHealth,
+} from './allocator.js';
+export { reshardTickets, type ReshardOptions, type ReshardResult } from './reshard.js';
+export type { ServerFacts as TicketServerFacts, TicketScheme, TicketEngine } from '../dialects/tickets.js';
+export type { TicketsMigrateOptions } from '../migrations/tickets.js';

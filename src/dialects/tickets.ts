@@ -1,0 +1,492 @@
+/**
+ * All ticket SQL: the Flickr tickets tables (MySQL/MariaDB), the sequences (Postgres), the
+ * scheme table that fences resharding, and the one-statement draw on each.
+ *
+ * The scheme table holds, per sequence, the (increment, offset) this server is meant to
+ * serve and a generation number. Every draw names the generation it believes in, inside
+ * the same statement, so `reshard` can fence out allocators that still hold the old
+ * scheme: their draw inserts nothing and they learn it from the same OK packet.
+ */
+import type { Knex } from 'knex';
+import { type Flavor, qualified, quoteIdent } from './detect.js';
+import { IdleaseError } from '../errors.js';
+import { toBigInt } from '../ids.js';
+
+export const TICKET_TABLE_PREFIX = 'idlease_tickets_';
+export const SCHEME_TABLE = 'idlease_ticket_schemes';
+export type TicketEngine = 'InnoDB' | 'MyISAM';
+
+export interface TicketRef {
+  readonly schema: string | undefined;
+  /** Validated sequence name. */
+  readonly sequence: string;
+}
+
+export interface TicketScheme {
+  readonly generation: bigint;
+  readonly increment: number;
+  readonly offset: number;
+  readonly open: boolean;
+}
+
+/** Table (MySQL) or sequence (Postgres) name for a sequence name. */
+export function ticketObjectName(sequence: string): string {
+  return TICKET_TABLE_PREFIX + sequence;
+}
+
+function schemeTable(flavor: Flavor, schema: string | undefined): string {
+  return qualified(flavor, schema, SCHEME_TABLE);
+}
+
+/**
+ * DDL values cannot be bound (neither MySQL nor Postgres takes parameters in utility
+ * statements), so integers are inlined — only ever from a validated number/bigint.
+ */
+function intLiteral(value: number | bigint): string {
+  if (typeof value === 'number' && !Number.isSafeInteger(value)) throw new IdleaseError('BAD_CONFIG', `not an integer: ${value}`);
+  return BigInt(value).toString();
+}
+
+export function ticketsDdl(
+  flavor: Flavor,
+  ref: TicketRef,
+  opts: { engine: TicketEngine; increment: number; offset: number },
+): { up: string[]; down: string[]; seed: (knex: Knex) => Promise<void>; unseed: (knex: Knex) => Promise<void> } {
+  const obj = qualified(flavor, ref.schema, ticketObjectName(ref.sequence));
+  const schemes = schemeTable(flavor, ref.schema);
+  const seed = async (knex: Knex): Promise<void> => {
+    // Insert-if-missing: re-running a migration must not reset a resharded scheme.
+    const sql =
+      flavor === 'mysql'
+        ? `INSERT IGNORE INTO ${schemes} (sequence_name, generation, increment_by, offset_by, is_open) VALUES (?, 1, ?, ?, 1)`
+        : `INSERT INTO ${schemes} (sequence_name, generation, increment_by, offset_by, is_open) VALUES (?, 1, ?, ?, true) ON CONFLICT (sequence_name) DO NOTHING`;
+    await knex.raw(sql, [ref.sequence, opts.increment, opts.offset]);
+  };
+  const unseed = async (knex: Knex): Promise<void> => {
+    await knex.raw(`DELETE FROM ${schemes} WHERE sequence_name = ?`, [ref.sequence]);
+  };
+  if (flavor === 'mysql') {
+    return {
+      up: [
+        `CREATE TABLE IF NOT EXISTS ${schemes} (
+  sequence_name varchar(64) NOT NULL PRIMARY KEY,
+  generation bigint NOT NULL,
+  increment_by int NOT NULL,
+  offset_by int NOT NULL,
+  is_open tinyint NOT NULL
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+        `CREATE TABLE IF NOT EXISTS ${obj} (
+  id bigint unsigned NOT NULL AUTO_INCREMENT,
+  stub char(1) NOT NULL DEFAULT '',
+  PRIMARY KEY (id),
+  UNIQUE KEY stub (stub)
+) ENGINE=${opts.engine}`,
+      ],
+      down: [`DROP TABLE IF EXISTS ${obj}`],
+      seed,
+      unseed,
+    };
+  }
+  return {
+    up: [
+      `CREATE TABLE IF NOT EXISTS ${schemes} (
+  sequence_name varchar(64) PRIMARY KEY,
+  generation bigint NOT NULL,
+  increment_by integer NOT NULL,
+  offset_by integer NOT NULL,
+  is_open boolean NOT NULL
+)`,
+      `CREATE SEQUENCE IF NOT EXISTS ${obj} AS bigint INCREMENT BY ${intLiteral(opts.increment)} MINVALUE 1 START WITH ${intLiteral(opts.offset)} NO CYCLE`,
+    ],
+    down: [`DROP SEQUENCE IF EXISTS ${obj}`],
+    seed,
+    unseed,
+  };
+}
+
+/** Rows from knex.raw, whatever the client. */
+function rowsOf(flavor: Flavor, res: unknown): Array<Record<string, unknown>> {
+  if (flavor === 'mysql') return (res as [Array<Record<string, unknown>>])[0];
+  return (res as { rows: Array<Record<string, unknown>> }).rows;
+}
+
+function isMissingObject(err: unknown): boolean {
+  const e = err as { errno?: number; code?: string };
+  return e?.errno === 1146 || e?.code === '42P01' || /does not exist|doesn't exist/i.test(String((err as Error)?.message));
+}
+
+function notMigrated(ref: TicketRef, cause: unknown): IdleaseError {
+  return new IdleaseError(
+    'NOT_MIGRATED',
+    `The ticket objects for sequence "${ref.sequence}" are missing on this server. Run: idlease migrate --tickets ${ref.sequence} (or migrate(knex, { tickets: { sequences: ['${ref.sequence}'] } })).`,
+    { cause },
+  );
+}
+
+export async function readScheme(knex: Knex, flavor: Flavor, ref: TicketRef): Promise<TicketScheme> {
+  let res: unknown;
+  try {
+    res = await knex.raw(
+      `SELECT generation, increment_by, offset_by, is_open FROM ${schemeTable(flavor, ref.schema)} WHERE sequence_name = ?`,
+      [ref.sequence],
+    );
+  } catch (err) {
+    if (isMissingObject(err)) throw notMigrated(ref, err);
+    throw err;
+  }
+  const row = rowsOf(flavor, res)[0];
+  if (!row) throw notMigrated(ref, undefined);
+  return {
+    generation: toBigInt(row.generation, 'generation'),
+    increment: Number(row.increment_by),
+    offset: Number(row.offset_by),
+    open: row.is_open === true || Number(row.is_open) === 1,
+  };
+}
+
+/** What `status()` shows about a server, as the server itself sees it. */
+export interface ServerFacts {
+  readonly scheme: TicketScheme;
+  /** MySQL: the session's @@auto_increment_increment/offset on a connection idlease set up. */
+  readonly sessionIncrement?: number;
+  readonly sessionOffset?: number;
+  /** MySQL: InnoDB/MyISAM. Postgres: 'sequence'. */
+  readonly engine: string;
+  /** Highest ticket issued so far, if any. */
+  readonly lastId: bigint | undefined;
+}
+
+/**
+ * One server's ticket source. `draw(generation)` returns the new ID, or `undefined` when
+ * the server's scheme is no longer that generation (fenced by a reshard).
+ */
+export interface TicketSource {
+  draw(generation: bigint): Promise<bigint | undefined>;
+  /** The pair the server now serves (after a reshard); MySQL re-sets each connection's session once. */
+  setPair(pair: { increment: number; offset: number }): void;
+  readScheme(): Promise<TicketScheme>;
+  facts(): Promise<ServerFacts>;
+  /** Cheap liveness check on a fresh connection. */
+  probe(): Promise<void>;
+  close(): Promise<void>;
+}
+
+// ---------------------------------------------------------------- MySQL / MariaDB
+
+interface RawMysqlConnection {
+  __idleasePair?: string;
+  query(sql: string, values: unknown[], cb: (err: Error | null, result: unknown) => void): void;
+  destroy(): void;
+  __knex__disposed?: unknown;
+  on(event: 'error', fn: (err: Error) => void): void;
+}
+
+interface KnexClientInternals {
+  acquireRawConnection(): Promise<RawMysqlConnection>;
+  destroyRawConnection(c: RawMysqlConnection): Promise<void>;
+}
+
+function q(conn: RawMysqlConnection, sql: string, values: unknown[] = []): Promise<unknown> {
+  return new Promise((resolve, reject) => conn.query(sql, values, (err, result) => (err ? reject(err) : resolve(result))));
+}
+
+/**
+ * MySQL source: own connections (not the app's pool, so the session variables idlease
+ * sets never leak into the app's own inserts), each set up once with
+ * `SET SESSION auto_increment_increment/offset` so my.cnf does not matter.
+ * The draw is `REPLACE … SELECT … FROM schemes WHERE generation = ?`: one round trip, the
+ * insert id in the OK packet, and an insert of zero rows when the scheme moved on.
+ */
+export function mysqlTicketSource(
+  knex: Knex,
+  ref: TicketRef,
+  initialPair: { increment: number; offset: number },
+  opts: { maxConnections: number; connectTimeoutMs: number },
+): TicketSource {
+  const flavor: Flavor = 'mysql';
+  const client = knex.client as unknown as KnexClientInternals;
+  const table = qualified(flavor, ref.schema, ticketObjectName(ref.sequence));
+  const schemes = schemeTable(flavor, ref.schema);
+  const drawSql = `REPLACE INTO ${table} (stub) SELECT 'a' FROM ${schemes} WHERE sequence_name = ? AND generation = ? AND is_open = 1`;
+  const idle: RawMysqlConnection[] = [];
+  const waiting: Array<(c: RawMysqlConnection | Error) => void> = [];
+  let open = 0;
+  let closed = false;
+  let pair = { ...initialPair };
+
+  async function create(): Promise<RawMysqlConnection> {
+    let timer: NodeJS.Timeout | undefined;
+    const pending = client.acquireRawConnection();
+    try {
+      const conn = await Promise.race([
+        pending,
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new Error(`connect timed out after ${opts.connectTimeoutMs} ms`)), opts.connectTimeoutMs);
+        }),
+      ]);
+      return conn;
+    } catch (err) {
+      pending.then((c) => c.destroy(), () => undefined);
+      throw err;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  async function acquire(): Promise<RawMysqlConnection> {
+    const conn = await acquireRaw();
+    const want = `${pair.increment}/${pair.offset}`;
+    if (conn.__idleasePair !== want) {
+      try {
+        await q(conn, 'SET SESSION auto_increment_increment = ?, auto_increment_offset = ?', [pair.increment, pair.offset]);
+      } catch (err) {
+        release(conn, true);
+        throw err;
+      }
+      conn.__idleasePair = want;
+    }
+    return conn;
+  }
+
+  async function acquireRaw(): Promise<RawMysqlConnection> {
+    if (closed) throw new IdleaseError('CLOSED', 'ticket source closed');
+    while (idle.length > 0) {
+      const c = idle.pop()!;
+      if (!c.__knex__disposed) return c;
+      open--;
+      c.destroy();
+    }
+    if (open < opts.maxConnections) {
+      open++;
+      try {
+        return await create();
+      } catch (err) {
+        open--;
+        throw err;
+      }
+    }
+    return new Promise((resolve, reject) => waiting.push((c) => (c instanceof Error ? reject(c) : resolve(c))));
+  }
+
+  function release(conn: RawMysqlConnection, broken: boolean): void {
+    if (broken || closed || conn.__knex__disposed) {
+      open--;
+      conn.destroy();
+      const w = waiting.shift();
+      if (w) {
+        if (closed) w(new IdleaseError('CLOSED', 'ticket source closed'));
+        else {
+          open++;
+          create().then(w, (err: Error) => {
+            open--;
+            w(err);
+          });
+        }
+      }
+      return;
+    }
+    const w = waiting.shift();
+    if (w) w(conn);
+    else idle.push(conn);
+  }
+
+  async function withConn<T>(fn: (c: RawMysqlConnection) => Promise<T>): Promise<T> {
+    const conn = await acquire();
+    let broken = true;
+    try {
+      const out = await fn(conn);
+      broken = false;
+      return out;
+    } catch (err) {
+      // A statement error (deadlock, lock wait) leaves the connection usable; a transport
+      // error does not. Only errors with an SQL errno are statement errors.
+      broken = typeof (err as { errno?: unknown }).errno !== 'number' || (err as { fatal?: boolean }).fatal === true;
+      throw err;
+    } finally {
+      release(conn, broken);
+    }
+  }
+
+  return {
+    async draw(generation) {
+      const res = (await withConn((c) => q(c, drawSql, [ref.sequence, generation.toString()]))) as {
+        affectedRows: number;
+        insertId: unknown;
+      };
+      if (res.affectedRows === 0) return undefined;
+      return toBigInt(res.insertId, 'insertId');
+    },
+    setPair(next) {
+      pair = { increment: next.increment, offset: next.offset };
+    },
+    readScheme: () => readScheme(knex, flavor, ref),
+    async facts() {
+      const scheme = await readScheme(knex, flavor, ref);
+      return withConn(async (c) => {
+        const vars = (await q(c, 'SELECT @@session.auto_increment_increment AS inc, @@session.auto_increment_offset AS off')) as Array<Record<string, unknown>>;
+        const eng = (await q(
+          c,
+          'SELECT ENGINE AS engine FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?',
+          [ticketObjectName(ref.sequence)],
+        )) as Array<Record<string, unknown>>;
+        const last = (await q(c, `SELECT MAX(id) AS last FROM ${table}`)) as Array<Record<string, unknown>>;
+        return {
+          scheme,
+          sessionIncrement: Number(vars[0]?.inc),
+          sessionOffset: Number(vars[0]?.off),
+          engine: String(eng[0]?.engine ?? 'unknown'),
+          lastId: last[0]?.last == null ? undefined : toBigInt(last[0].last, 'last id'),
+        };
+      });
+    },
+    async probe() {
+      const conn = await create();
+      open++;
+      release(conn, false);
+    },
+    async close() {
+      closed = true;
+      for (const w of waiting.splice(0)) w(new IdleaseError('CLOSED', 'ticket source closed'));
+      for (const c of idle.splice(0)) {
+        open--;
+        c.destroy();
+      }
+    },
+  };
+}
+
+// ---------------------------------------------------------------- Postgres / PGlite
+
+/**
+ * Postgres source: `nextval` on a sequence whose INCREMENT BY/START WITH is the pair. The
+ * scheme row is read in the same statement, so a reshard that took its ACCESS EXCLUSIVE
+ * lock on the scheme table fences every draw that starts after it.
+ */
+export function postgresTicketSource(knex: Knex, flavor: Flavor, ref: TicketRef): TicketSource {
+  const seq = qualified(flavor, ref.schema, ticketObjectName(ref.sequence));
+  const schemes = schemeTable(flavor, ref.schema);
+  // The regclass literal is a validated, quoted identifier: never user text.
+  const drawSql = `SELECT nextval('${seq}') AS id FROM ${schemes} WHERE sequence_name = ? AND generation = ? AND is_open`;
+  return {
+    async draw(generation) {
+      let res: unknown;
+      try {
+        res = await knex.raw(drawSql, [ref.sequence, generation.toString()]);
+      } catch (err) {
+        if (isMissingObject(err)) throw notMigrated(ref, err);
+        throw err;
+      }
+      const row = rowsOf(flavor, res)[0];
+      return row ? toBigInt(row.id, 'nextval') : undefined;
+    },
+    setPair() {},
+    readScheme: () => readScheme(knex, flavor, ref),
+    async facts() {
+      const scheme = await readScheme(knex, flavor, ref);
+      const res = await knex.raw(`SELECT last_value, is_called FROM ${seq}`);
+      const row = rowsOf(flavor, res)[0]!;
+      const called = row.is_called === true || row.is_called === 't';
+      return { scheme, engine: 'sequence', lastId: called ? toBigInt(row.last_value, 'last_value') : undefined };
+    },
+    async probe() {
+      await knex.raw('SELECT 1');
+    },
+    async close() {},
+  };
+}
+
+// ---------------------------------------------------------------- reshard steps
+
+/**
+ * Fence: bump the generation and close the scheme, waiting for every draw in flight.
+ * After this returns no allocator can draw from this server until `openScheme`.
+ */
+export async function fenceScheme(knex: Knex, flavor: Flavor, ref: TicketRef): Promise<TicketScheme> {
+  const schemes = schemeTable(flavor, ref.schema);
+  return knex.transaction(async (trx) => {
+    // Postgres: draws hold ACCESS SHARE on the scheme table until they end; this waits for
+    // them and holds new ones until commit. MySQL: the draw's INSERT … SELECT holds a shared
+    // lock on the scheme row, which this UPDATE waits for.
+    if (flavor !== 'mysql') await trx.raw(`LOCK TABLE ${schemes} IN ACCESS EXCLUSIVE MODE`);
+    const res = await trx.raw(
+      `UPDATE ${schemes} SET generation = generation + 1, is_open = ${flavor === 'mysql' ? '0' : 'false'} WHERE sequence_name = ?`,
+      [ref.sequence],
+    );
+    const changed = flavor === 'mysql' ? (res as [{ affectedRows: number }])[0].affectedRows : (res as { rowCount: number }).rowCount;
+    if (changed !== 1) throw notMigrated(ref, undefined);
+    return readScheme(trx, flavor, ref);
+  });
+}
+
+/** The highest ticket this server has ever issued (0 if none). Call after fencing. */
+export async function highestIssued(knex: Knex, flavor: Flavor, ref: TicketRef): Promise<bigint> {
+  const obj = qualified(flavor, ref.schema, ticketObjectName(ref.sequence));
+  if (flavor === 'mysql') {
+    // The counter, not just MAX(id): a draw that rolled back still used its value, and
+    // the counter is the floor the server will continue from anyway.
+    const res = await knex.raw(
+      `SELECT (SELECT COALESCE(MAX(id), 0) FROM ${obj}) AS max_id,
+              (SELECT COALESCE(AUTO_INCREMENT, 1) - 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?) AS counter`,
+      [ticketObjectName(ref.sequence)],
+    );
+    const row = rowsOf(flavor, res)[0]!;
+    const a = toBigInt(row.max_id, 'max id');
+    const b = row.counter == null ? 0n : toBigInt(row.counter, 'auto_increment');
+    return a > b ? a : b;
+  }
+  const res = await knex.raw(`SELECT last_value, is_called FROM ${obj}`);
+  const row = rowsOf(flavor, res)[0]!;
+  const called = row.is_called === true || row.is_called === 't';
+  return called ? toBigInt(row.last_value, 'last_value') : 0n;
+}
+
+/**
+ * Move this server's counter so its next ID is `first` (≡ offset mod increment, above the
+ * global maximum), record the new pair, and open the scheme under a new generation.
+ */
+export async function openScheme(
+  knex: Knex,
+  flavor: Flavor,
+  ref: TicketRef,
+  next: { increment: number; offset: number; first: bigint },
+): Promise<TicketScheme> {
+  const obj = qualified(flavor, ref.schema, ticketObjectName(ref.sequence));
+  const schemes = schemeTable(flavor, ref.schema);
+  if (flavor === 'mysql') {
+    // MySQL hands out the smallest value ≥ AUTO_INCREMENT that is ≡ offset (mod increment)
+    // of the session, so setting the counter to `first` is enough. Not transactional (DDL):
+    // the scheme stays closed until the UPDATE below, so nobody draws in between.
+    await knex.raw(`ALTER TABLE ${obj} AUTO_INCREMENT = ${intLiteral(next.first)}`);
+    await knex.raw(`UPDATE ${schemes} SET generation = generation + 1, increment_by = ?, offset_by = ?, is_open = 1 WHERE sequence_name = ?`, [
+      next.increment,
+      next.offset,
+      ref.sequence,
+    ]);
+  } else {
+    await knex.transaction(async (trx) => {
+      await trx.raw(`LOCK TABLE ${schemes} IN ACCESS EXCLUSIVE MODE`);
+      await trx.raw(
+        `ALTER SEQUENCE ${obj} INCREMENT BY ${intLiteral(next.increment)} START WITH ${intLiteral(next.first)} RESTART WITH ${intLiteral(next.first)}`,
+      );
+      await trx.raw(`UPDATE ${schemes} SET generation = generation + 1, increment_by = ?, offset_by = ?, is_open = true WHERE sequence_name = ?`, [
+        next.increment,
+        next.offset,
+        ref.sequence,
+      ]);
+    });
+  }
+  return readScheme(knex, flavor, ref);
+}
+
+/** MySQL errno / Postgres SQLSTATE for lock conflicts that a retry resolves. */
+export function isLockConflict(err: unknown): boolean {
+  const e = err as { errno?: number; code?: string };
+  return e?.errno === 1213 || e?.errno === 1205 || e?.code === '40P01' || e?.code === '55P03' || e?.code === '40001';
+}
+
+/** Errors that are about the configuration, not the server's health: retrying elsewhere is right, probing is pointless. */
+export function isMissingTicketObjects(err: unknown): boolean {
+  return err instanceof IdleaseError && err.code === 'NOT_MIGRATED';
+}
+
+export { quoteIdent };

@@ -1,0 +1,340 @@
+/**
+ * The ticket allocator: round-robin over healthy servers, failover within the call,
+ * backoff and background probes for servers that fail, and a check on every ID before
+ * it leaves. No SQL here: each server is a TicketSource from src/dialects/tickets.ts.
+ */
+import type { Knex } from 'knex';
+import { flavorOf, isPostgres } from '../dialects/detect.js';
+import {
+  isLockConflict,
+  mysqlTicketSource,
+  postgresTicketSource,
+  type ServerFacts,
+  type TicketSource,
+} from '../dialects/tickets.js';
+import { IdleaseError, isIdleaseError } from '../errors.js';
+import { validateIdentifier } from '../identifiers.js';
+import { validateSequenceName } from '../migrations/tickets.js';
+import { backoffMs, refuseReason, validateServerSet } from './config.js';
+
+export interface TicketServerOptions {
+  readonly knex: Knex;
+  /** This server's residue: it issues IDs ≡ offset (mod increment). 1..increment. */
+  readonly offset: number;
+  /** Label for status() and errors. Default `server<offset>`. */
+  readonly name?: string;
+}
+
+export interface TicketAllocatorOptions {
+  readonly servers: readonly TicketServerOptions[];
+  /** Default: the number of servers. Larger leaves room to add servers without a reshard of offsets. */
+  readonly increment?: number;
+  /** Which tickets table / sequence. Default 'default'. */
+  readonly sequence?: string;
+  /** Postgres schema of the sequence and scheme table. */
+  readonly schema?: string;
+  /** Bound on one statement on one server before it counts as failed. Default 2000 ms. */
+  readonly statementTimeoutMs?: number;
+  /** Bound on a whole next(): past it, DB_UNAVAILABLE. Default 5000 ms. */
+  readonly timeoutMs?: number;
+  /** Deadlock / lock-wait retries on one server before the call moves on. Default 10. */
+  readonly lockRetries?: number;
+  /** Backoff for a failed server before it is probed again. Default 100 ms doubling to 5000 ms. */
+  readonly backoffInitialMs?: number;
+  readonly backoffMaxMs?: number;
+  /** MySQL: connections idlease opens per server (its own, not from the app's pool). Default 8. */
+  readonly connectionsPerServer?: number;
+}
+
+export type TicketServerHealth = 'up' | 'down' | 'refused';
+
+export interface TicketServerStatus {
+  readonly name: string;
+  readonly offset: number;
+  readonly increment: number;
+  readonly health: TicketServerHealth;
+  /** Last ID this allocator handed out from the server. */
+  readonly lastIssued: bigint | undefined;
+  readonly failures: number;
+  readonly lastError: string | undefined;
+  /** Read from the server now (undefined when it did not answer). */
+  readonly server: ServerFacts | undefined;
+}
+
+export interface TicketAllocator {
+  next(): Promise<bigint>;
+  /** Check every server's scheme now; throws BAD_CONFIG if one disagrees with the options. */
+  ready(): Promise<void>;
+  status(): Promise<TicketServerStatus[]>;
+  close(): Promise<void>;
+}
+
+interface Server {
+  readonly name: string;
+  readonly source: TicketSource;
+  readonly configuredOffset: number;
+  increment: number;
+  offset: number;
+  generation: bigint | undefined;
+  health: TicketServerHealth;
+  failures: number;
+  lastError: string | undefined;
+  lastIssued: bigint | undefined;
+  probeTimer: NodeJS.Timeout | undefined;
+  /** BAD_CONFIG found at init: reported by ready() and when no server is left. */
+  configError: IdleaseError | undefined;
+  /** The server's scheme matched the options once; from then on reshards are followed. */
+  verified: boolean;
+}
+
+function positiveInt(value: unknown, name: string, fallback: number): number {
+  const v = value ?? fallback;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1) {
+    throw new IdleaseError('BAD_CONFIG', `${name} must be a positive integer, got ${String(value)}.`);
+  }
+  return v;
+}
+
+class Timeout extends Error {}
+
+function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    p,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Timeout(`${what} did not answer within ${ms} ms`)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export function createTicketAllocator(options: TicketAllocatorOptions): TicketAllocator {
+  if (options === null || typeof options !== 'object' || !Array.isArray(options.servers)) {
+    throw new IdleaseError('BAD_CONFIG', 'createTicketAllocator({ servers: [{ knex, offset: 1 }, …] }): servers is required.');
+  }
+  const increment = options.increment ?? options.servers.length;
+  validateServerSet(options.servers.map((s) => s?.offset), increment);
+  const sequence = validateSequenceName(options.sequence ?? 'default', 'sequence');
+  const schema = options.schema === undefined ? undefined : validateIdentifier(options.schema, 'schema');
+  const statementTimeoutMs = positiveInt(options.statementTimeoutMs, 'statementTimeoutMs', 2000);
+  const timeoutMs = positiveInt(options.timeoutMs, 'timeoutMs', 5000);
+  const lockRetries = positiveInt(options.lockRetries, 'lockRetries', 10);
+  const backoffInitialMs = positiveInt(options.backoffInitialMs, 'backoffInitialMs', 100);
+  const backoffMaxMs = positiveInt(options.backoffMaxMs, 'backoffMaxMs', 5000);
+  const connectionsPerServer = positiveInt(options.connectionsPerServer, 'connectionsPerServer', 8);
+
+  const servers: Server[] = options.servers.map((s, i) => {
+    if (!s.knex || typeof s.knex.raw !== 'function') {
+      throw new IdleaseError('BAD_CONFIG', `servers[${i}].knex must be a Knex instance (idlease.connect(url) makes one).`);
+    }
+    const flavor = flavorOf(s.knex);
+    if (schema !== undefined && !isPostgres(flavor)) {
+      throw new IdleaseError('BAD_CONFIG', 'schema applies to PostgreSQL only; on MySQL the connection’s database is used.');
+    }
+    const ref = { schema, sequence };
+    const source =
+      flavor === 'mysql'
+        ? mysqlTicketSource(s.knex, ref, { increment, offset: s.offset }, { maxConnections: connectionsPerServer, connectTimeoutMs: statementTimeoutMs })
+        : postgresTicketSource(s.knex, flavor, ref);
+    return {
+      name: s.name ?? `server${s.offset}`,
+      source,
+      configuredOffset: s.offset,
+      increment,
+      offset: s.offset,
+      generation: undefined,
+      health: 'up',
+      failures: 0,
+      lastError: undefined,
+      lastIssued: undefined,
+      probeTimer: undefined,
+      configError: undefined,
+      verified: false,
+    };
+  });
+
+  let closed = false;
+  let rr = 0;
+  let healthWaiters: Array<() => void> = [];
+
+  function notifyHealth(): void {
+    const w = healthWaiters;
+    healthWaiters = [];
+    for (const f of w) f();
+  }
+
+  function markDown(s: Server, err: unknown, health: TicketServerHealth = 'down'): void {
+    s.health = health;
+    s.failures++;
+    s.lastError = err instanceof Error ? err.message : String(err);
+    s.generation = undefined;
+    if (closed || s.probeTimer) return;
+    s.probeTimer = setTimeout(() => {
+      s.probeTimer = undefined;
+      void probe(s);
+    }, backoffMs(s.failures, backoffInitialMs, backoffMaxMs));
+    s.probeTimer.unref();
+  }
+
+  async function probe(s: Server): Promise<void> {
+    if (closed) return;
+    try {
+      await within(s.source.probe(), statementTimeoutMs, s.name);
+      await init(s);
+      s.health = 'up';
+      s.failures = 0;
+      notifyHealth();
+    } catch (err) {
+      markDown(s, err, isIdleaseError(err, 'BAD_CONFIG') ? 'refused' : 'down');
+    }
+  }
+
+  /**
+   * Read the server's scheme. At first contact it must match the options (verified and
+   * refused); after a reshard changed it, the allocator follows the server: uniqueness
+   * comes from the scheme rows reshard wrote consistently across servers.
+   */
+  async function init(s: Server): Promise<void> {
+    const scheme = await within(s.source.readScheme(), statementTimeoutMs, s.name);
+    if (!scheme.open) throw new Error(`${s.name}: a reshard is in progress (scheme closed); retrying`);
+    if (!s.verified && (scheme.increment !== increment || scheme.offset !== s.configuredOffset)) {
+      s.configError = new IdleaseError(
+        'BAD_CONFIG',
+        `${s.name} serves offset ${scheme.offset} of increment ${scheme.increment} (its ticket scheme row), but the allocator was given offset ${s.configuredOffset} of increment ${increment}. ` +
+          'Fix the options, or move the servers to the new scheme with: idlease tickets reshard.',
+      );
+      throw s.configError;
+    }
+    s.configError = undefined;
+    s.verified = true;
+    s.increment = scheme.increment;
+    s.offset = scheme.offset;
+    s.source.setPair(scheme);
+    s.generation = scheme.generation;
+  }
+
+  type Attempt = { id: bigint } | { failed: unknown };
+
+  async function attempt(s: Server, deadline: number): Promise<Attempt> {
+    const bound = () => Math.max(1, Math.min(statementTimeoutMs, deadline - Date.now()));
+    let lockConflicts = 0;
+    for (let refenced = 0; ; ) {
+      try {
+        if (s.generation === undefined) await init(s);
+        const id = await within(s.source.draw(s.generation!), bound(), s.name);
+        if (id === undefined) {
+          // Fenced by a reshard: follow the new scheme if it is open already.
+          s.generation = undefined;
+          if (++refenced > 3) throw new Error(`${s.name}: resharded while drawing; retrying`);
+          continue;
+        }
+        const why = refuseReason(id, s.increment, s.offset, s.lastIssued);
+        if (why) {
+          const err = new IdleaseError('INVARIANT', `${s.name}: ${why}. The ID was not handed out; the server left the rotation.`);
+          markDown(s, err, 'refused');
+          return { failed: err };
+        }
+        s.lastIssued = id;
+        return { id };
+      } catch (err) {
+        if (isLockConflict(err) && ++lockConflicts <= lockRetries && Date.now() < deadline) {
+          await sleep(Math.random() * Math.min(50, 2 ** lockConflicts));
+          continue;
+        }
+        if (isLockConflict(err)) return { failed: err }; // alive but contended: try another server
+        markDown(s, err, isIdleaseError(err, 'BAD_CONFIG') ? 'refused' : 'down');
+        return { failed: err };
+      }
+    }
+  }
+
+  function waitForHealth(deadline: number): Promise<void> {
+    return new Promise((resolve) => {
+      const t = setTimeout(done, Math.max(0, deadline - Date.now()));
+      function done() {
+        clearTimeout(t);
+        resolve();
+      }
+      healthWaiters.push(done);
+    });
+  }
+
+  async function next(): Promise<bigint> {
+    if (closed) throw new IdleaseError('CLOSED', 'The ticket allocator was closed; create a new one.');
+    const deadline = Date.now() + timeoutMs;
+    const causes: unknown[] = [];
+    for (;;) {
+      const start = rr++ % servers.length;
+      let tried = 0;
+      for (let i = 0; i < servers.length; i++) {
+        const s = servers[(start + i) % servers.length]!;
+        if (s.health !== 'up') continue;
+        tried++;
+        const r = await attempt(s, deadline);
+        if ('id' in r) return r.id;
+        causes.push(r.failed);
+        if (closed) throw new IdleaseError('CLOSED', 'The ticket allocator was closed while next() was running.');
+        if (Date.now() >= deadline) break;
+      }
+      if (Date.now() >= deadline) break;
+      if (tried === 0 || servers.every((s) => s.health !== 'up')) await waitForHealth(deadline);
+    }
+    const configErrors = servers.map((s) => s.configError).filter((e): e is IdleaseError => e !== undefined);
+    if (configErrors.length === servers.length) throw configErrors[0]!;
+    const last = causes.at(-1);
+    throw new IdleaseError(
+      'DB_UNAVAILABLE',
+      `No ticket server produced an ID within ${timeoutMs} ms (${servers.map((s) => `${s.name}: ${s.health}${s.lastError ? ` — ${s.lastError}` : ''}`).join('; ')}). ` +
+        'Check the servers (idlease tickets status) or raise timeoutMs.',
+      { cause: last },
+    );
+  }
+
+  return Object.freeze({
+    next,
+    async ready() {
+      await Promise.all(
+        servers.map(async (s) => {
+          try {
+            await init(s);
+          } catch (err) {
+            if (!isIdleaseError(err, 'BAD_CONFIG')) markDown(s, err);
+            else markDown(s, err, 'refused');
+          }
+        }),
+      );
+      const bad = servers.find((s) => s.configError);
+      if (bad) throw bad.configError!;
+    },
+    async status(): Promise<TicketServerStatus[]> {
+      return Promise.all(
+        servers.map(async (s) => {
+          let server: ServerFacts | undefined;
+          try {
+            server = await within(s.source.facts(), statementTimeoutMs, s.name);
+          } catch {
+            server = undefined;
+          }
+          return Object.freeze({
+            name: s.name,
+            offset: s.offset,
+            increment: s.increment,
+            health: s.health,
+            lastIssued: s.lastIssued,
+            failures: s.failures,
+            lastError: s.lastError,
+            server,
+          });
+        }),
+      );
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      for (const s of servers) clearTimeout(s.probeTimer);
+      notifyHealth();
+      await Promise.all(servers.map((s) => s.source.close()));
+    },
+  });
+}

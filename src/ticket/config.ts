@@ -1,0 +1,64 @@
+/** Validation and arithmetic for ticket server sets: pure, no I/O. */
+import { IdleaseError } from '../errors.js';
+import { MAX_INT64 } from '../ids.js';
+
+/** MySQL's auto_increment_increment/offset range. */
+export const MAX_INCREMENT = 65535;
+
+/**
+ * A set of servers is safe when each serves its own residue class: offsets distinct, each
+ * in 1..increment, and increment ≥ the number of servers. Anything else can repeat an ID.
+ */
+export function validateServerSet(offsets: readonly unknown[], increment: unknown): void {
+  if (!Array.isArray(offsets) || offsets.length === 0) {
+    throw new IdleaseError('BAD_CONFIG', 'servers must be a non-empty array like [{ knex: a, offset: 1 }, { knex: b, offset: 2 }].');
+  }
+  if (typeof increment !== 'number' || !Number.isInteger(increment) || increment < 1 || increment > MAX_INCREMENT) {
+    throw new IdleaseError('BAD_CONFIG', `increment must be an integer 1..${MAX_INCREMENT}, got ${String(increment)}.`);
+  }
+  if (increment < offsets.length) {
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      `increment (${increment}) is smaller than the number of servers (${offsets.length}): two servers would share a residue class. Set increment ≥ ${offsets.length}.`,
+    );
+  }
+  const seen = new Map<number, number>();
+  offsets.forEach((o, i) => {
+    if (typeof o !== 'number' || !Number.isInteger(o) || o < 1 || o > increment) {
+      throw new IdleaseError('BAD_CONFIG', `servers[${i}].offset must be an integer 1..increment (${increment}), got ${String(o)}.`);
+    }
+    const prev = seen.get(o);
+    if (prev !== undefined) {
+      throw new IdleaseError('BAD_CONFIG', `servers[${prev}] and servers[${i}] both have offset ${o}: they would hand out the same IDs. Give every server its own offset 1..${increment}.`);
+    }
+    seen.set(o, i);
+  });
+}
+
+/** Does `id` belong to the server with this pair? Offset = increment means residue 0. */
+export function belongsTo(id: bigint, increment: number, offset: number): boolean {
+  return id > 0n && id % BigInt(increment) === BigInt(offset) % BigInt(increment);
+}
+
+/** The smallest ID > floor that the pair can issue. */
+export function firstAbove(floor: bigint, increment: number, offset: number): bigint {
+  const inc = BigInt(increment);
+  const off = BigInt(offset);
+  if (floor < off) return off;
+  const k = (floor - off) / inc + 1n;
+  return off + k * inc;
+}
+
+/** Reason an ID from a server must not be handed out, or undefined if it may. */
+export function refuseReason(id: bigint, increment: number, offset: number, lastId: bigint | undefined): string | undefined {
+  if (id > MAX_INT64) return `ID ${id} is above 2^63-1: the counter is exhausted (idlease keeps the sign bit clear)`;
+  if (!belongsTo(id, increment, offset)) return `ID ${id} is not ≡ ${offset} (mod ${increment}): the server's auto_increment pair is not the one configured`;
+  if (lastId !== undefined && id <= lastId) return `ID ${id} is not above the last ID ${lastId} from this server: its counter went backwards (restored backup? MyISAM after a crash?)`;
+  return undefined;
+}
+
+/** Exponential backoff with jitter, bounded. */
+export function backoffMs(failures: number, initialMs: number, maxMs: number, random = Math.random()): number {
+  const base = Math.min(maxMs, initialMs * 2 ** Math.min(Math.max(failures - 1, 0), 30));
+  return Math.max(1, Math.min(maxMs, Math.round(base * (0.75 + 0.5 * random))));
+}

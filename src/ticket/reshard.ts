@@ -1,0 +1,78 @@
+/**
+ * Growing (or changing) a ticket server set without repeating an ID.
+ *
+ * 1. Fence every server, old and new: bump its scheme generation and close it. The fence
+ *    waits for draws in flight; after it no allocator can draw there (its draw names the
+ *    old generation and inserts nothing).
+ * 2. Read the highest ID each server ever issued; the global maximum is their max.
+ * 3. On each server of the new set, move the counter to the first ID above the global
+ *    maximum in its new residue class, record the new pair, and reopen.
+ * Allocators that were drawing wait (bounded by their timeoutMs) while the scheme is
+ * closed and then follow the server's new pair.
+ */
+import type { Knex } from 'knex';
+import { flavorOf } from '../dialects/detect.js';
+import { fenceScheme, highestIssued, openScheme, type TicketScheme } from '../dialects/tickets.js';
+import { IdleaseError } from '../errors.js';
+import { validateIdentifier } from '../identifiers.js';
+import { MAX_INT64 } from '../ids.js';
+import { validateSequenceName } from '../migrations/tickets.js';
+import { firstAbove, validateServerSet } from './config.js';
+
+export interface ReshardOptions {
+  /** The new set: every server with its new offset. */
+  readonly servers: ReadonlyArray<{ readonly knex: Knex; readonly offset: number; readonly name?: string }>;
+  /** Default: the number of servers. */
+  readonly increment?: number;
+  /** Servers leaving the set: fenced and left closed, their IDs counted in the maximum. */
+  readonly retire?: ReadonlyArray<{ readonly knex: Knex; readonly name?: string }>;
+  readonly sequence?: string;
+  readonly schema?: string;
+}
+
+export interface ReshardResult {
+  /** Highest ID issued anywhere before the reshard. */
+  readonly globalMax: bigint;
+  readonly increment: number;
+  readonly servers: ReadonlyArray<{ readonly name: string; readonly offset: number; readonly firstId: bigint; readonly generation: bigint }>;
+}
+
+export async function reshardTickets(options: ReshardOptions): Promise<ReshardResult> {
+  if (options === null || typeof options !== 'object' || !Array.isArray(options.servers)) {
+    throw new IdleaseError('BAD_CONFIG', 'reshardTickets({ servers: [{ knex, offset }, …], increment }): servers is required.');
+  }
+  const increment = options.increment ?? options.servers.length;
+  validateServerSet(options.servers.map((s) => s?.offset), increment);
+  const sequence = validateSequenceName(options.sequence ?? 'default', 'sequence');
+  const schema = options.schema === undefined ? undefined : validateIdentifier(options.schema, 'schema');
+  const ref = { schema, sequence };
+  const all = [
+    ...options.servers.map((s) => ({ ...s, name: s.name ?? `server${s.offset}`, keep: true })),
+    ...(options.retire ?? []).map((s, i) => ({ knex: s.knex, offset: 0, name: s.name ?? `retired${i + 1}`, keep: false })),
+  ];
+  const fenced: Array<{ knex: Knex; before: TicketScheme }> = [];
+  try {
+    for (const s of all) fenced.push({ knex: s.knex, before: await fenceScheme(s.knex, flavorOf(s.knex), ref) });
+  } catch (err) {
+    // Reopen what was fenced, counters untouched: the old scheme is still consistent.
+    for (const f of fenced) {
+      const flavor = flavorOf(f.knex);
+      await openScheme(f.knex, flavor, ref, { increment: f.before.increment, offset: f.before.offset, first: (await highestIssued(f.knex, flavor, ref)) + 1n }).catch(() => undefined);
+    }
+    throw new IdleaseError('DB_UNAVAILABLE', `reshard: could not fence every server (${(err as Error).message}); nothing was changed, the fenced servers were reopened. Retry when all servers answer.`, { cause: err });
+  }
+  let globalMax = 0n;
+  for (const s of all) {
+    const h = await highestIssued(s.knex, flavorOf(s.knex), ref);
+    if (h > globalMax) globalMax = h;
+  }
+  const out: Array<{ name: string; offset: number; firstId: bigint; generation: bigint }> = [];
+  for (const s of all) {
+    if (!s.keep) continue;
+    const firstId = firstAbove(globalMax, increment, s.offset);
+    if (firstId > MAX_INT64) throw new IdleaseError('EXHAUSTED', `reshard: the next ID for ${s.name} (${firstId}) would pass 2^63-1.`);
+    const scheme = await openScheme(s.knex, flavorOf(s.knex), ref, { increment, offset: s.offset, first: firstId });
+    out.push({ name: s.name, offset: s.offset, firstId, generation: scheme.generation });
+  }
+  return Object.freeze({ globalMax, increment, servers: Object.freeze(out) });
+}
