@@ -26,6 +26,28 @@ export function connect(url?: string, options: ConnectOptions = {}): Knex {
 
 /** The knex config connect() uses, for knexfiles and apps that build their own knex. */
 export function knexConfig(url?: string, options: ConnectOptions = {}): Knex.Config {
+  return { ...driverConfig(url, options), log: quietLog };
+}
+
+/**
+ * knex logs to stdout, which would corrupt `--json` output; and its "can't take lock"
+ * warnings are noise here, because migrate() waits for the lock itself.
+ */
+const quietLog = {
+  warn(message: unknown) {
+    if (/Can't take lock|release the lock manually/.test(String(message))) return;
+    process.stderr.write(`knex: ${String(message)}\n`);
+  },
+  error(message: unknown) {
+    process.stderr.write(`knex: ${String(message)}\n`);
+  },
+  deprecate(method: unknown, alternative: unknown) {
+    process.stderr.write(`knex: ${String(method)} is deprecated, use ${String(alternative)}\n`);
+  },
+  debug() {},
+};
+
+function driverConfig(url: string | undefined, options: ConnectOptions): Knex.Config {
   const poolMax = options.poolMax ?? 4;
   if (url === undefined || url === '' || url.startsWith('pglite:')) {
     const target = url ? url.slice('pglite:'.length).replace(/^\/\//, '') : DEFAULT_PGLITE_DIR;
