@@ -1,4 +1,7 @@
 /** SQL for the segment table: DDL here; the lease and admin statements sit beside it. */
+import type { Knex } from 'knex';
+import { IdleaseError } from '../errors.js';
+import { MAX_INT64, toBigInt } from '../ids.js';
 import { type Flavor, qualified, quoteIdent } from './detect.js';
 
 export interface SegmentTableRef {
@@ -37,4 +40,158 @@ export function segmentTableDdl(flavor: Flavor, ref: SegmentTableRef): { up: str
     ],
     down: [`DROP TABLE IF EXISTS ${t}`],
   };
+}
+
+// ---------------------------------------------------------------------------
+// Lease, give-back and tag admin statements. One statement per call (PGlite runs one
+// statement per query), values always bound, identifiers validated by the caller and quoted here.
+// ---------------------------------------------------------------------------
+
+/** The largest step a row may hold: the `step` column is a 32-bit int. */
+export const MAX_ROW_STEP = 2_147_483_647;
+
+export interface SegmentRow {
+  readonly tag: string;
+  readonly maxId: bigint;
+  readonly step: number;
+  readonly description: string;
+  readonly updatedAt: Date;
+}
+
+export type SegmentLeaseResult =
+  | { readonly kind: 'leased'; readonly end: bigint }
+  | { readonly kind: 'unknown' }
+  | { readonly kind: 'full'; readonly maxId: bigint };
+
+interface Target {
+  readonly flavor: Flavor;
+  readonly ref: SegmentTableRef;
+}
+
+function table(t: Target): string {
+  return qualified(t.flavor, t.ref.schema, t.ref.table);
+}
+
+/** Rows of a knex.raw result, whichever driver produced it. */
+function rowsOf(flavor: Flavor, res: unknown): Record<string, unknown>[] {
+  if (flavor === 'mysql') return (res as [Record<string, unknown>[]])[0];
+  return (res as { rows: Record<string, unknown>[] }).rows;
+}
+
+/** Missing table → NOT_MIGRATED (what to run); anything else passes through for the caller's retry policy. */
+export function translateSegmentError(err: unknown, t: Target): unknown {
+  const e = err as { code?: string; errno?: number; message?: string };
+  if (e?.code === '42P01' || e?.errno === 1146 || e?.code === 'ER_NO_SUCH_TABLE' || /relation .* does not exist/i.test(String(e?.message))) {
+    return new IdleaseError(
+      'NOT_MIGRATED',
+      `The segment table ${t.ref.schema ? t.ref.schema + '.' : ''}${t.ref.table} does not exist. Run \`idlease migrate\` (or migrate(knex)) first.`,
+      { cause: err },
+    );
+  }
+  return err;
+}
+
+async function run(knex: Knex, t: Target, sql: string, values: readonly Knex.RawBinding[], timeoutMs?: number): Promise<unknown> {
+  try {
+    const q = knex.raw(sql, values);
+    return await (timeoutMs ? q.timeout(timeoutMs, { cancel: t.flavor === 'postgres' }) : q);
+  } catch (err) {
+    throw translateSegmentError(err, t);
+  }
+}
+
+/** A bigint bound as a decimal string and cast in SQL: MySQL turns a string operand into a DOUBLE otherwise. */
+function bigParam(flavor: Flavor): string {
+  return flavor === 'mysql' ? 'CAST(? AS SIGNED)' : 'CAST(? AS bigint)';
+}
+
+/**
+ * THE lease: one atomic statement that adds `step` to max_id and returns the new value.
+ * The guard keeps max_id ≤ 2^63−1 (0 rows → the caller tells unknown tag from full).
+ * MySQL returns the value in the OK packet's insertId via LAST_INSERT_ID(expr).
+ */
+export async function leaseSegment(knex: Knex, t: Target, tag: string, step: number, timeoutMs?: number): Promise<SegmentLeaseResult> {
+  if (!Number.isSafeInteger(step) || step < 1) throw new IdleaseError('INVARIANT', `lease step must be a positive integer, got ${step}`);
+  const tb = table(t);
+  const limit = MAX_INT64.toString();
+  if (t.flavor === 'mysql') {
+    const res = (await run(
+      knex, t,
+      `UPDATE ${tb} SET max_id = LAST_INSERT_ID(max_id + ?) WHERE tag = ? AND max_id <= ${limit} - ?`,
+      [step, tag, step], timeoutMs,
+    )) as [{ affectedRows: number; insertId: unknown }];
+    const header = res[0];
+    if (header.affectedRows === 1) return { kind: 'leased', end: toBigInt(header.insertId, 'max_id (insertId)') };
+  } else {
+    const res = await run(
+      knex, t,
+      `UPDATE ${tb} SET max_id = max_id + ?, updated_at = now() WHERE tag = ? AND max_id <= ${limit} - ? RETURNING max_id::text AS max_id`,
+      [step, tag, step], timeoutMs,
+    );
+    const row = rowsOf(t.flavor, res)[0];
+    if (row) return { kind: 'leased', end: toBigInt(row.max_id, 'max_id') };
+  }
+  const row = await readSegmentRow(knex, t, tag, timeoutMs);
+  return row ? { kind: 'full', maxId: row.maxId } : { kind: 'unknown' };
+}
+
+/** Compare-and-set give-back: lowers max_id only while it is still exactly our end. */
+export async function giveBackSegment(knex: Knex, t: Target, tag: string, expectedEnd: bigint, newMax: bigint, timeoutMs?: number): Promise<boolean> {
+  const tb = table(t);
+  const p = bigParam(t.flavor);
+  const touch = t.flavor === 'mysql' ? '' : ', updated_at = now()';
+  const res = await run(knex, t, `UPDATE ${tb} SET max_id = ${p}${touch} WHERE tag = ? AND max_id = ${p}`, [newMax.toString(), tag, expectedEnd.toString()], timeoutMs);
+  const affected = t.flavor === 'mysql' ? (res as [{ affectedRows: number }])[0].affectedRows : (res as { rowCount: number | null }).rowCount ?? 0;
+  return affected === 1;
+}
+
+function toRow(r: Record<string, unknown>): SegmentRow {
+  const step = Number(r.step);
+  return Object.freeze({
+    tag: String(r.tag),
+    maxId: toBigInt(r.max_id, 'max_id'),
+    step,
+    description: String(r.description ?? ''),
+    updatedAt: r.updated_at instanceof Date ? r.updated_at : new Date(String(r.updated_at)),
+  });
+}
+
+const COLUMNS = (flavor: Flavor) =>
+  flavor === 'mysql' ? 'tag, CAST(max_id AS CHAR) AS max_id, step, description, updated_at' : 'tag, max_id::text AS max_id, step, description, updated_at';
+
+export async function readSegmentRow(knex: Knex, t: Target, tag: string, timeoutMs?: number): Promise<SegmentRow | undefined> {
+  const res = await run(knex, t, `SELECT ${COLUMNS(t.flavor)} FROM ${table(t)} WHERE tag = ?`, [tag], timeoutMs);
+  const r = rowsOf(t.flavor, res)[0];
+  return r ? toRow(r) : undefined;
+}
+
+export async function listSegmentRows(knex: Knex, t: Target): Promise<SegmentRow[]> {
+  const res = await run(knex, t, `SELECT ${COLUMNS(t.flavor)} FROM ${table(t)} ORDER BY tag`, []);
+  return rowsOf(t.flavor, res).map(toRow);
+}
+
+/** Insert a tag row; false when it already exists (nothing is changed then). */
+export async function insertSegmentRow(
+  knex: Knex, t: Target, row: { tag: string; maxId: bigint; step: number; description: string }, timeoutMs?: number,
+): Promise<boolean> {
+  const p = bigParam(t.flavor);
+  const sql =
+    t.flavor === 'mysql'
+      ? `INSERT IGNORE INTO ${table(t)} (tag, max_id, step, description) VALUES (?, ${p}, ?, ?)`
+      : `INSERT INTO ${table(t)} (tag, max_id, step, description) VALUES (?, ${p}, ?, ?) ON CONFLICT (tag) DO NOTHING`;
+  const res = await run(knex, t, sql, [row.tag, row.maxId.toString(), row.step, row.description], timeoutMs);
+  const affected = t.flavor === 'mysql' ? (res as [{ affectedRows: number }])[0].affectedRows : (res as { rowCount: number | null }).rowCount ?? 0;
+  return affected === 1;
+}
+
+/** Change the admin step; false when the tag has no row. */
+export async function updateSegmentStep(knex: Knex, t: Target, tag: string, step: number): Promise<boolean> {
+  const touch = t.flavor === 'mysql' ? '' : ', updated_at = now()';
+  const res = await run(knex, t, `UPDATE ${table(t)} SET step = ?${touch} WHERE tag = ?`, [step, tag]);
+  if (t.flavor === 'mysql') {
+    // affectedRows is 0 when the value is unchanged; tell "same step" from "no row".
+    if ((res as [{ affectedRows: number }])[0].affectedRows === 1) return true;
+    return (await readSegmentRow(knex, t, tag)) !== undefined;
+  }
+  return ((res as { rowCount: number | null }).rowCount ?? 0) === 1;
 }

@@ -1,2 +1,5 @@
-// Placeholder: the segment allocator issue fills this in (createSegmentAllocator, step policy, double buffer).
-export {};
+export { createSegmentAllocator } from './allocator.js';
+export type { SegmentAllocatorOptions } from './options.js';
+export type { SegmentAllocator, SegmentStats, SegmentEvent } from './types.js';
+export type { SegmentStore, SegmentLeaseResult } from './store.js';
+export { addTag, listTags, setStep, type AddTagOptions, type TagTableOptions, type SegmentRow } from './admin.js';

@@ -1,0 +1,153 @@
+import type { Knex } from 'knex';
+import { MAX_ROW_STEP } from '../dialects/segments.js';
+import { IdleaseError } from '../errors.js';
+import { MAX_INT64 } from '../ids.js';
+import { validateIdentifier } from '../identifiers.js';
+import { DEFAULT_SEGMENT_TABLE } from '../migrations/segments.js';
+import type { SegmentStore } from './store.js';
+import type { SegmentEvent } from './types.js';
+
+export interface SegmentAllocatorOptions {
+  /** The database. Its pool is shared by every allocator made from it. Either `knex` or `store`. */
+  knex?: Knex;
+  /** A custom store (tests, other backends) instead of `knex`. */
+  store?: SegmentStore;
+  /** The tag (row key): 1–128 characters. */
+  tag: string;
+  /** Segment table. Default `idlease_segments`. */
+  table?: string;
+  /** PostgreSQL schema of the table. Default: the connection's search path. */
+  schema?: string;
+  /** Smallest lease this process asks for. Default 1. */
+  minStep?: number;
+  /** Largest lease this process asks for (≤ 2,147,483,647). Default 10,000,000. */
+  maxStep?: number;
+  /** How long one lease should last at the measured rate. Default 60,000 ms. */
+  targetLeaseMs?: number;
+  /** Start the next lease when the current segment would run out within this time. Default 1,000 ms. */
+  preloadMs?: number;
+  /** How long next()/nextBatch() wait for a segment when memory is empty before DB_UNAVAILABLE. Default 5,000 ms. */
+  waitTimeoutMs?: number;
+  /** Per-statement timeout for lease and give-back statements. Default 5,000 ms. */
+  statementTimeoutMs?: number;
+  /** Retry delays after a failed lease: doubling from `retryMinMs` to `retryMaxMs`. Defaults 25 and 2,000 ms. */
+  retryMinMs?: number;
+  retryMaxMs?: number;
+  /** How long close() waits for a lease in flight before abandoning it. Default 5,000 ms. */
+  closeTimeoutMs?: number;
+  /** Largest nextBatch(n). Default 1,000,000. */
+  maxBatch?: number;
+  /**
+   * Create the tag's row when it is missing (otherwise UNKNOWN_TAG). `start` is the first
+   * ID handed out (default 1); `step` the row's admin step (default 1000).
+   */
+  create?: boolean | { start?: bigint | number | string; step?: number; description?: string };
+  /** Called for leases, lease errors, waits, timeouts and give-backs (metrics, logs). Must not throw. */
+  onEvent?: (event: SegmentEvent) => void;
+}
+
+export interface ResolvedSegmentOptions {
+  readonly store: SegmentStore | undefined;
+  readonly knex: Knex | undefined;
+  readonly tag: string;
+  readonly table: string;
+  readonly schema: string | undefined;
+  readonly minStep: number;
+  readonly maxStep: number;
+  readonly targetLeaseMs: number;
+  readonly preloadMs: number;
+  readonly waitTimeoutMs: number;
+  readonly statementTimeoutMs: number;
+  readonly retryMinMs: number;
+  readonly retryMaxMs: number;
+  readonly closeTimeoutMs: number;
+  readonly maxBatch: number;
+  readonly create: Readonly<{ start: bigint; step: number; description: string }> | undefined;
+  readonly onEvent: ((event: SegmentEvent) => void) | undefined;
+}
+
+const KNOWN = new Set([
+  'knex', 'store', 'tag', 'table', 'schema', 'minStep', 'maxStep', 'targetLeaseMs', 'preloadMs', 'waitTimeoutMs',
+  'statementTimeoutMs', 'retryMinMs', 'retryMaxMs', 'closeTimeoutMs', 'maxBatch', 'create', 'onEvent',
+]);
+
+function int(value: unknown, name: string, def: number, min: number, max: number): number {
+  const v = value === undefined ? def : value;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
+    throw new IdleaseError('BAD_CONFIG', `${name} must be an integer from ${min} to ${max}, got ${String(value)}.`);
+  }
+  return v;
+}
+
+export function validateTag(tag: unknown, what = 'tag'): string {
+  if (typeof tag !== 'string' || tag.length < 1 || tag.length > 128 || /[\u0000-\u001f]/.test(tag)) {
+    throw new IdleaseError('BAD_CONFIG', `${what} must be a string of 1 to 128 printable characters, got ${JSON.stringify(tag)}. Example: tag: 'order'.`);
+  }
+  return tag;
+}
+
+export function validateRowStep(step: unknown, what = 'step'): number {
+  return int(step, what, 1000, 1, MAX_ROW_STEP);
+}
+
+/** The first ID a new tag hands out; its row starts at max_id = start − 1. */
+export function validateStart(start: unknown, what = 'start'): bigint {
+  let v: bigint | undefined;
+  if (start === undefined) v = 1n;
+  else if (typeof start === 'bigint') v = start;
+  else if (typeof start === 'number' && Number.isSafeInteger(start)) v = BigInt(start);
+  else if (typeof start === 'string' && /^\d+$/.test(start)) v = BigInt(start);
+  if (v === undefined || v < 1n || v > MAX_INT64) {
+    throw new IdleaseError('BAD_CONFIG', `${what} must be an integer from 1 to ${MAX_INT64} (the first ID to hand out), got ${String(start)}.`);
+  }
+  return v;
+}
+
+export function resolveSegmentOptions(options: SegmentAllocatorOptions): ResolvedSegmentOptions {
+  if (options === null || typeof options !== 'object') {
+    throw new IdleaseError('BAD_CONFIG', "createSegmentAllocator(options): options must be an object, e.g. { knex, tag: 'order' }.");
+  }
+  for (const key of Object.keys(options)) {
+    if (!KNOWN.has(key)) throw new IdleaseError('BAD_CONFIG', `createSegmentAllocator: unknown option ${JSON.stringify(key)}. Known options: ${[...KNOWN].join(', ')}.`);
+  }
+  if ((options.knex === undefined) === (options.store === undefined)) {
+    throw new IdleaseError('BAD_CONFIG', 'createSegmentAllocator needs exactly one of `knex` (a Knex instance) or `store`.');
+  }
+  const minStep = int(options.minStep, 'minStep', 1, 1, MAX_ROW_STEP);
+  const maxStep = int(options.maxStep, 'maxStep', Math.max(minStep, 10_000_000), 1, MAX_ROW_STEP);
+  if (maxStep < minStep) throw new IdleaseError('BAD_CONFIG', `maxStep (${maxStep}) must be at least minStep (${minStep}).`);
+  const retryMinMs = int(options.retryMinMs, 'retryMinMs', 25, 1, 60_000);
+  const retryMaxMs = int(options.retryMaxMs, 'retryMaxMs', Math.max(retryMinMs, 2_000), retryMinMs, 600_000);
+  let create: ResolvedSegmentOptions['create'];
+  if (options.create !== undefined && options.create !== false) {
+    const c = options.create === true ? {} : options.create;
+    if (c === null || typeof c !== 'object') throw new IdleaseError('BAD_CONFIG', 'create must be true or { start?, step?, description? }.');
+    create = Object.freeze({
+      start: validateStart(c.start, 'create.start'),
+      step: validateRowStep(c.step, 'create.step'),
+      description: typeof c.description === 'string' ? c.description.slice(0, 256) : '',
+    });
+  }
+  if (options.onEvent !== undefined && typeof options.onEvent !== 'function') {
+    throw new IdleaseError('BAD_CONFIG', 'onEvent must be a function (event) => void.');
+  }
+  return Object.freeze({
+    store: options.store,
+    knex: options.knex,
+    tag: validateTag(options.tag),
+    table: validateIdentifier(options.table ?? DEFAULT_SEGMENT_TABLE, 'table'),
+    schema: options.schema === undefined ? undefined : validateIdentifier(options.schema, 'schema'),
+    minStep,
+    maxStep,
+    targetLeaseMs: int(options.targetLeaseMs, 'targetLeaseMs', 60_000, 1, 86_400_000),
+    preloadMs: int(options.preloadMs, 'preloadMs', 1_000, 0, 3_600_000),
+    waitTimeoutMs: int(options.waitTimeoutMs, 'waitTimeoutMs', 5_000, 1, 600_000),
+    statementTimeoutMs: int(options.statementTimeoutMs, 'statementTimeoutMs', 5_000, 1, 600_000),
+    retryMinMs,
+    retryMaxMs,
+    closeTimeoutMs: int(options.closeTimeoutMs, 'closeTimeoutMs', 5_000, 0, 600_000),
+    maxBatch: int(options.maxBatch, 'maxBatch', 1_000_000, 1, 100_000_000),
+    create,
+    onEvent: options.onEvent,
+  });
+}

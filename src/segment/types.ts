@@ -1,0 +1,51 @@
+/** What a metrics exporter reads from `allocator.stats()`: a frozen snapshot. */
+export interface SegmentStats {
+  readonly tag: string;
+  /** Successful leases (database round trips that moved max_id). */
+  readonly leases: number;
+  /** Failed lease attempts (each is retried with backoff). */
+  readonly leaseErrors: number;
+  /** Calls that found memory empty and waited for a lease. */
+  readonly waits: number;
+  /** Calls that gave up waiting with DB_UNAVAILABLE. */
+  readonly timeouts: number;
+  /** IDs handed out by this allocator. */
+  readonly served: number;
+  /** Size of the last lease. */
+  readonly currentStep: number;
+  /** The row's admin step as last read (undefined before the first lease). */
+  readonly rowStep: number | undefined;
+  /** IDs in memory (current segment + preloaded one). */
+  readonly remaining: bigint;
+  /** Whether a lease is running now. */
+  readonly leaseInFlight: boolean;
+  /** Epoch ms of the last successful lease. */
+  readonly lastLeaseAt: number | undefined;
+  /** Duration of the last successful lease (read + update). */
+  readonly lastLeaseMs: number | undefined;
+  /** Measured consumption, IDs per second. */
+  readonly ratePerSecond: number | undefined;
+  /** IDs returned to the row by close(). */
+  readonly givenBack: bigint;
+  /** The last lease failure, until a lease succeeds again. */
+  readonly lastError: unknown;
+  readonly closed: boolean;
+}
+
+export type SegmentEvent =
+  | { readonly type: 'lease'; readonly tag: string; readonly start: bigint; readonly end: bigint; readonly step: number; readonly ms: number }
+  | { readonly type: 'lease-error'; readonly tag: string; readonly error: unknown; readonly attempt: number; readonly retryInMs: number }
+  | { readonly type: 'wait'; readonly tag: string }
+  | { readonly type: 'timeout'; readonly tag: string; readonly error: unknown }
+  | { readonly type: 'give-back'; readonly tag: string; readonly from: bigint; readonly to: bigint; readonly ok: boolean };
+
+export interface SegmentAllocator {
+  readonly tag: string;
+  /** The next ID. Memory-speed except when a lease is late; never a duplicate, strictly increasing per allocator. */
+  next(): Promise<bigint>;
+  /** `n` IDs in increasing order (may span segments). 1 ≤ n ≤ maxBatch, else BAD_ARGUMENT. */
+  nextBatch(n: number): Promise<bigint[]>;
+  /** Stop preloading and give the unused tail back if nobody leased after us. Idempotent. */
+  close(): Promise<void>;
+  stats(): SegmentStats;
+}
