@@ -1,4 +1,122 @@
-// Placeholder: the segment allocator issue adds `next <tag>` and `tag add|list|set-step`.
-import type { Command } from 'commander';
+import { Command, InvalidArgumentError } from 'commander';
+import type { Knex } from 'knex';
+import { IdleaseError } from '../errors.js';
+import { migrate } from '../migrations/migrate.js';
+import { addTag, listTags, setStep } from '../segment/admin.js';
+import { createSegmentAllocator } from '../segment/allocator.js';
+import { describeTarget, globals, positiveInt, print, withKnex } from './context.js';
 
-export function registerSegmentCommands(_program: Command): void {}
+interface TableFlags {
+  table: string;
+  schema?: string;
+}
+
+/** The embedded default (and any pglite: URL) is a private playground: idlease sets it up on first use. */
+function isEmbedded(cmd: Command): boolean {
+  const url = globals(cmd).url ?? process.env.IDLEASE_URL;
+  return url === undefined || url === '' || url.startsWith('pglite:');
+}
+
+async function prepare(cmd: Command, knex: Knex, flags: TableFlags): Promise<void> {
+  if (isEmbedded(cmd)) await migrate(knex, { schema: flags.schema, segments: { table: flags.table } });
+}
+
+function startArg(value: string): string {
+  if (!/^\d+$/.test(value) || BigInt(value) < 1n) throw new InvalidArgumentError(`--start must be a positive integer (the first ID), got ${JSON.stringify(value)}.`);
+  return value;
+}
+
+function withTableFlags(cmd: Command): Command {
+  return cmd
+    .option('--table <name>', 'segment table', 'idlease_segments')
+    .option('--schema <name>', 'PostgreSQL schema of the segment table');
+}
+
+export function registerSegmentCommands(program: Command): void {
+  withTableFlags(
+    program
+      .command('next <tag>')
+      .description('print IDs for a segment tag (one per line; --json: {"tag","ids":[strings]})')
+      .option('-n, --count <n>', 'how many IDs (at most 1000000)', positiveInt('-n'), 1)
+      .option('--create', 'add the tag if it is missing (automatic on the embedded database)')
+      .option('--start <n>', 'first ID when --create adds the tag', startArg)
+      .option('--step <n>', 'admin step when --create adds the tag', positiveInt('--step')),
+  )
+    .addHelpText('after', `
+On the embedded database (no --url) the first run creates ./.idlease/, migrates and adds the
+tag; later runs continue where the last one stopped (the unused part of each lease is given
+back on exit), and never repeat an ID. On a server database run \`idlease migrate\` and
+\`idlease tag add <tag>\` first, or pass --create.`)
+    .action(async (tag: string, flags: TableFlags & { count: number; create?: boolean; start?: string; step?: number }, self: Command) => {
+      if (flags.count > 1_000_000) throw new IdleaseError('BAD_ARGUMENT', `-n must be at most 1000000, got ${flags.count}; run the command again for more.`);
+      await withKnex(self, async (knex) => {
+        await prepare(self, knex, flags);
+        const create = flags.create || isEmbedded(self) ? { start: flags.start, step: flags.step } : undefined;
+        const alloc = createSegmentAllocator({
+          knex, tag, table: flags.table, schema: flags.schema,
+          ...(create ? { create } : {}),
+          // One short-lived process: lease what is asked for (at least the row's step), nothing more.
+          targetLeaseMs: 1,
+          preloadMs: 0,
+        });
+        let ids: bigint[];
+        try {
+          ids = await alloc.nextBatch(flags.count);
+        } finally {
+          await alloc.close();
+        }
+        print(self, ids.map(String), { tag, ids });
+      });
+    });
+
+  const tagCmd = program.command('tag').description('manage segment tags: add | list | set-step');
+
+  withTableFlags(
+    tagCmd
+      .command('add <tag>')
+      .description('add a segment tag (does nothing if it exists)')
+      .option('--start <n>', 'first ID to hand out', startArg, '1')
+      .option('--step <n>', 'admin step: the baseline lease size', positiveInt('--step'), 1000)
+      .option('--description <text>', 'free text', ''),
+  ).action(async (tag: string, flags: TableFlags & { start: string; step: number; description: string }, self: Command) => {
+    await withKnex(self, async (knex) => {
+      await prepare(self, knex, flags);
+      const { created, row } = await addTag(knex, { tag, start: flags.start, step: flags.step, description: flags.description, table: flags.table, schema: flags.schema });
+      print(
+        self,
+        created
+          ? `added tag ${tag} on ${describeTarget(self)}: first ID ${row.maxId + 1n}, step ${row.step}`
+          : `tag ${tag} already exists (max_id ${row.maxId}, step ${row.step}); nothing changed`,
+        { created, tag: row.tag, maxId: row.maxId, step: row.step, description: row.description },
+      );
+    });
+  });
+
+  withTableFlags(tagCmd.command('list').description('list segment tags')).action(async (flags: TableFlags, self: Command) => {
+    await withKnex(self, async (knex) => {
+      await prepare(self, knex, flags);
+      const rows = await listTags(knex, { table: flags.table, schema: flags.schema });
+      const human =
+        rows.length === 0
+          ? ['no tags yet; add one: idlease tag add <tag>']
+          : [
+              ['tag', 'max_id', 'step', 'updated_at', 'description'].join('\t'),
+              ...rows.map((r) => [r.tag, r.maxId, r.step, r.updatedAt.toISOString(), r.description].join('\t')),
+            ];
+      print(self, human, rows);
+    });
+  });
+
+  withTableFlags(
+    tagCmd
+      .command('set-step <tag> <n>')
+      .description("change a tag's admin step; running allocators use it from their next lease"),
+  ).action(async (tag: string, n: string, flags: TableFlags, self: Command) => {
+    const step = positiveInt('step')(n);
+    await withKnex(self, async (knex) => {
+      await prepare(self, knex, flags);
+      const row = await setStep(knex, tag, step, { table: flags.table, schema: flags.schema });
+      print(self, `tag ${tag}: step is now ${row.step} (running allocators use it from their next lease)`, { tag, step: row.step, maxId: row.maxId });
+    });
+  });
+}
