@@ -15,7 +15,7 @@ import {
 import { IdleaseError, isIdleaseError } from '../errors.js';
 import { validateIdentifier } from '../identifiers.js';
 import { validateSequenceName } from '../migrations/tickets.js';
-import { backoffMs, refuseReason, validateServerSet } from './config.js';
+import { backoffMs, isExhausted, refuseReason, validateServerSet } from './config.js';
 
 export interface TicketServerOptions {
   readonly knex: Knex;
@@ -229,13 +229,14 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
           if (++refenced > 3) throw new Error(`${s.name}: resharded while drawing; retrying`);
           continue;
         }
-        const why = refuseReason(id, s.increment, s.offset, s.lastIssued);
+        const why = refuseReason(id, s.increment, s.offset);
         if (why) {
-          const err = new IdleaseError('INVARIANT', `${s.name}: ${why}. The ID was not handed out; the server left the rotation.`);
+          const err = new IdleaseError(isExhausted(id) ? 'EXHAUSTED' : 'INVARIANT', `${s.name}: ${why}. The ID was not handed out; the server left the rotation.`);
           markDown(s, err, 'refused');
           return { failed: err };
         }
-        s.lastIssued = id;
+        // Concurrent draws finish out of order: keep the highest, for status().
+        if (s.lastIssued === undefined || id > s.lastIssued) s.lastIssued = id;
         return { id };
       } catch (err) {
         if (isLockConflict(err) && ++lockConflicts <= lockRetries && Date.now() < deadline) {
@@ -278,10 +279,14 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
         if (Date.now() >= deadline) break;
       }
       if (Date.now() >= deadline) break;
+      // Refusals are about configuration or data, not health: waiting will not fix them.
+      if (servers.every((s) => s.health === 'refused')) break;
       if (tried === 0 || servers.every((s) => s.health !== 'up')) await waitForHealth(deadline);
     }
     const configErrors = servers.map((s) => s.configError).filter((e): e is IdleaseError => e !== undefined);
     if (configErrors.length === servers.length) throw configErrors[0]!;
+    const refusal = [...causes].reverse().find((e) => isIdleaseError(e, 'INVARIANT') || isIdleaseError(e, 'EXHAUSTED'));
+    if (refusal && servers.every((s) => s.health === 'refused')) throw refusal;
     const last = causes.at(-1);
     throw new IdleaseError(
       'DB_UNAVAILABLE',

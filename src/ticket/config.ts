@@ -50,11 +50,16 @@ export function firstAbove(floor: bigint, increment: number, offset: number): bi
 }
 
 /** Reason an ID from a server must not be handed out, or undefined if it may. */
-export function refuseReason(id: bigint, increment: number, offset: number, lastId: bigint | undefined): string | undefined {
-  if (id > MAX_INT64) return `ID ${id} is above 2^63-1: the counter is exhausted (idlease keeps the sign bit clear)`;
+export function refuseReason(id: bigint, increment: number, offset: number): string | undefined {
+  // mysql2 reads the OK packet's insert id as signed: past 2^63-1 it arrives negative.
+  if (id > MAX_INT64 || id < 0n) return `the counter passed 2^63-1 (got ${id}): it is exhausted (idlease keeps the sign bit clear and never wraps)`;
   if (!belongsTo(id, increment, offset)) return `ID ${id} is not ≡ ${offset} (mod ${increment}): the server's auto_increment pair is not the one configured`;
-  if (lastId !== undefined && id <= lastId) return `ID ${id} is not above the last ID ${lastId} from this server: its counter went backwards (restored backup? MyISAM after a crash?)`;
   return undefined;
+}
+
+/** True when refuseReason refused because the counter ran out. */
+export function isExhausted(id: bigint): boolean {
+  return id > MAX_INT64 || id < 0n;
 }
 
 /** Exponential backoff with jitter, bounded. */
