@@ -1,2 +1,197 @@
-// Placeholder: the next_id() issue fills this in (bit layouts, decodeId).
-export {};
+/**
+ * Bit layouts for time-ordered IDs: [time | shard | sequence], most significant first.
+ * Pure: no SQL, no clock except where a caller passes one. The Postgres next_id() built
+ * from a layout (src/dialects/next-id.ts) and decodeId() here must agree bit for bit.
+ */
+import { IdleaseError } from '../errors.js';
+import { MAX_INT64 } from '../ids.js';
+
+export interface LayoutOptions {
+  /** Bits for milliseconds since `epoch`. Default 41 (69 years). */
+  timeBits?: number;
+  /** Bits for the logical shard id. Default 10 (shards 0…1023). */
+  shardBits?: number;
+  /** Bits for the per-millisecond sequence. Default 12 (4,096 IDs per ms before a burst borrows the next ms). */
+  sequenceBits?: number;
+  /** Start of the time field: a Date, Unix milliseconds, or an ISO-8601 string. Default 2024-01-01T00:00:00Z. */
+  epoch?: Date | number | string;
+}
+
+export interface IdLayout {
+  readonly timeBits: number;
+  readonly shardBits: number;
+  readonly sequenceBits: number;
+  /** Unix milliseconds of the epoch. */
+  readonly epochMs: number;
+}
+
+export const DEFAULT_EPOCH_MS = Date.UTC(2024, 0, 1);
+
+export const DEFAULT_LAYOUT: IdLayout = Object.freeze({ timeBits: 41, shardBits: 10, sequenceBits: 12, epochMs: DEFAULT_EPOCH_MS });
+
+/** The sign bit stays clear: an ID is never negative, whatever the time. */
+export const MAX_LAYOUT_BITS = 63;
+
+function bits(value: unknown, option: string, fallback: number): number {
+  const v = value ?? fallback;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > 62) {
+    throw new IdleaseError('BAD_CONFIG', `${option} must be an integer from 1 to 62, got ${String(value)}. Example: ${option}: ${fallback}.`);
+  }
+  return v;
+}
+
+/** Unix milliseconds from a Date, a number or an ISO string; refused when unparseable. */
+export function parseEpoch(value: unknown, option = 'epoch'): number {
+  let ms: number;
+  if (value instanceof Date) ms = value.getTime();
+  else if (typeof value === 'number') ms = value;
+  else if (typeof value === 'string' && /^\d+$/.test(value)) ms = Number(value);
+  else if (typeof value === 'string') ms = Date.parse(value);
+  else ms = Number.NaN;
+  if (!Number.isSafeInteger(ms)) {
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      `${option} must be a Date, whole Unix milliseconds or an ISO-8601 date, got ${JSON.stringify(value instanceof Date ? String(value) : value)}. Example: ${option}: '2024-01-01T00:00:00Z'.`,
+    );
+  }
+  return ms;
+}
+
+/**
+ * Validate a layout and freeze it. `nowMs` is when the layout must already be usable:
+ * the epoch may not be in the future (IDs would carry negative times) nor so far back that
+ * the time field is already full.
+ */
+export function resolveLayout(input: LayoutOptions | IdLayout = {}, nowMs: number = Date.now()): IdLayout {
+  if (input === null || typeof input !== 'object') {
+    throw new IdleaseError('BAD_CONFIG', 'layout must be an object such as { timeBits: 41, shardBits: 10, sequenceBits: 12 }.');
+  }
+  const known = new Set(['timeBits', 'shardBits', 'sequenceBits', 'epoch', 'epochMs']);
+  for (const key of Object.keys(input)) {
+    if (!known.has(key)) throw new IdleaseError('BAD_CONFIG', `layout: unknown option ${JSON.stringify(key)}. Known: timeBits, shardBits, sequenceBits, epoch.`);
+  }
+  const timeBits = bits(input.timeBits, 'timeBits', DEFAULT_LAYOUT.timeBits);
+  const shardBits = bits(input.shardBits, 'shardBits', DEFAULT_LAYOUT.shardBits);
+  const sequenceBits = bits(input.sequenceBits, 'sequenceBits', DEFAULT_LAYOUT.sequenceBits);
+  const total = timeBits + shardBits + sequenceBits;
+  if (total > MAX_LAYOUT_BITS) {
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      `timeBits + shardBits + sequenceBits = ${timeBits} + ${shardBits} + ${sequenceBits} = ${total}; at most ${MAX_LAYOUT_BITS} so an ID is never negative. Take bits from one field, e.g. the default 41 + 10 + 12.`,
+    );
+  }
+  const rawEpoch = 'epochMs' in input ? input.epochMs : (input as LayoutOptions).epoch;
+  const epochMs = rawEpoch === undefined ? DEFAULT_EPOCH_MS : parseEpoch(rawEpoch);
+  if (epochMs < 0) {
+    throw new IdleaseError('BAD_CONFIG', `epoch ${new Date(epochMs).toISOString()} is before 1970-01-01; choose a recent date, e.g. the day you deploy.`);
+  }
+  if (epochMs > nowMs) {
+    throw new IdleaseError('BAD_CONFIG', `epoch ${new Date(epochMs).toISOString()} is in the future; IDs would carry negative times. Choose a date in the past, e.g. '2024-01-01T00:00:00Z'.`);
+  }
+  const layout: IdLayout = Object.freeze({ timeBits, shardBits, sequenceBits, epochMs });
+  const limits = layoutLimits(layout);
+  if (BigInt(nowMs - epochMs) > limits.maxTimeMs) {
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      `timeBits ${timeBits} from epoch ${new Date(epochMs).toISOString()} ran out at ${limits.exhaustedAt.toISOString()}; use more timeBits or a later epoch.`,
+    );
+  }
+  return layout;
+}
+
+export interface LayoutLimits {
+  readonly maxShard: number;
+  readonly maxSequence: number;
+  /** Largest time field value: milliseconds since the epoch. */
+  readonly maxTimeMs: bigint;
+  /** The first instant the time field can no longer hold. */
+  readonly exhaustedAt: Date;
+  /** Largest ID the layout can produce. */
+  readonly maxId: bigint;
+}
+
+export function layoutLimits(layout: IdLayout): LayoutLimits {
+  const maxTimeMs = (1n << BigInt(layout.timeBits)) - 1n;
+  const exhaustedMs = BigInt(layout.epochMs) + maxTimeMs + 1n;
+  return Object.freeze({
+    maxShard: 2 ** layout.shardBits - 1,
+    maxSequence: 2 ** layout.sequenceBits - 1,
+    maxTimeMs,
+    // Dates end at 8.64e15 ms; beyond that the field outlives any clock.
+    exhaustedAt: new Date(exhaustedMs > 8_640_000_000_000_000n ? 8_640_000_000_000_000 : Number(exhaustedMs)),
+    maxId: (1n << BigInt(layout.timeBits + layout.shardBits + layout.sequenceBits)) - 1n,
+  });
+}
+
+/** Refuse a shard id the layout cannot hold. */
+export function validateShard(value: unknown, layout: IdLayout, option = 'shard'): number {
+  const max = 2 ** layout.shardBits - 1;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > max) {
+    throw new IdleaseError('BAD_CONFIG', `${option} must be an integer from 0 to ${max} (shardBits ${layout.shardBits}), got ${String(value)}.`);
+  }
+  return value;
+}
+
+export interface IdParts {
+  /** Milliseconds since the layout's epoch (the raw time field). */
+  readonly timeMs: bigint;
+  readonly shard: number;
+  readonly sequence: number;
+}
+
+export interface DecodedId extends IdParts {
+  readonly id: bigint;
+  /** Unix milliseconds: epoch + timeMs. */
+  readonly unixMs: number;
+  readonly timestamp: Date;
+}
+
+function toId(value: unknown): bigint {
+  if (typeof value === 'bigint') return value;
+  if (typeof value === 'string' && /^-?\d+$/.test(value.trim())) return BigInt(value.trim());
+  throw new IdleaseError('BAD_ARGUMENT', `An ID must be a bigint or a decimal string, got ${JSON.stringify(typeof value === 'number' ? String(value) : value)} (${typeof value}); IDs pass 2^53, so numbers are refused.`);
+}
+
+/** Split an ID into its fields. Accepts a bigint or a decimal string (never a JS number). */
+export function decodeId(id: bigint | string, layout: IdLayout = DEFAULT_LAYOUT): DecodedId {
+  const value = toId(id);
+  const { maxId } = layoutLimits(layout);
+  if (value < 0n || value > maxId || value > MAX_INT64) {
+    throw new IdleaseError('BAD_ARGUMENT', `ID ${value} is outside 0…${maxId}, the range of a ${layout.timeBits}+${layout.shardBits}+${layout.sequenceBits}-bit layout. Was it made with another layout?`);
+  }
+  const seqBits = BigInt(layout.sequenceBits);
+  const shardBits = BigInt(layout.shardBits);
+  const sequence = Number(value & ((1n << seqBits) - 1n));
+  const shard = Number((value >> seqBits) & ((1n << shardBits) - 1n));
+  const timeMs = value >> (seqBits + shardBits);
+  const unix = BigInt(layout.epochMs) + timeMs;
+  // Out-of-range Dates become Invalid Date rather than a wrong date.
+  const unixMs = unix > 8_640_000_000_000_000n ? Number.NaN : Number(unix);
+  return Object.freeze({ id: value, timeMs, shard, sequence, unixMs, timestamp: new Date(unixMs) });
+}
+
+/** Build an ID from its fields; every field is range-checked, nothing wraps. */
+export function encodeId(parts: IdParts, layout: IdLayout = DEFAULT_LAYOUT): bigint {
+  const limits = layoutLimits(layout);
+  if (typeof parts.timeMs !== 'bigint' || parts.timeMs < 0n || parts.timeMs > limits.maxTimeMs) {
+    throw new IdleaseError('BAD_ARGUMENT', `timeMs must be a bigint from 0 to ${limits.maxTimeMs}, got ${String(parts.timeMs)}.`);
+  }
+  if (!Number.isInteger(parts.shard) || parts.shard < 0 || parts.shard > limits.maxShard) {
+    throw new IdleaseError('BAD_ARGUMENT', `shard must be an integer from 0 to ${limits.maxShard}, got ${String(parts.shard)}.`);
+  }
+  if (!Number.isInteger(parts.sequence) || parts.sequence < 0 || parts.sequence > limits.maxSequence) {
+    throw new IdleaseError('BAD_ARGUMENT', `sequence must be an integer from 0 to ${limits.maxSequence}, got ${String(parts.sequence)}.`);
+  }
+  const seqBits = BigInt(layout.sequenceBits);
+  return (parts.timeMs << (seqBits + BigInt(layout.shardBits))) | (BigInt(parts.shard) << seqBits) | BigInt(parts.sequence);
+}
+
+/**
+ * next_id() keeps one counter per shard: the sequence value `v` = (timeMs << sequenceBits) | sequence.
+ * This maps it to the ID by slotting the shard in between; it is strictly increasing in `v`,
+ * which is why IDs of a shard are unique and ordered exactly as the sequence is.
+ */
+export function idFromCounter(counter: bigint, shard: number, layout: IdLayout = DEFAULT_LAYOUT): bigint {
+  const seqBits = BigInt(layout.sequenceBits);
+  return encodeId({ timeMs: counter >> seqBits, shard, sequence: Number(counter & ((1n << seqBits) - 1n)) }, layout);
+}
