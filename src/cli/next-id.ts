@@ -1,10 +1,93 @@
-// Placeholder: the next_id() issue adds `decode <id>` and `migrate --next-id …` flags.
-import type { Command } from 'commander';
+/** `idlease migrate --next-id …` flags and `idlease decode <id>`. */
+import { InvalidArgumentError, type Command } from 'commander';
+import { IdleaseError } from '../errors.js';
+import { decodeId, resolveLayout, type LayoutOptions } from '../layout/index.js';
+import type { NextIdMigrateOptions } from '../migrations/next-id.js';
+import { print } from './context.js';
 import type { MigrateFlagContributor } from './migrate.js';
 
+function nonNegativeInt(name: string): (value: string) => number {
+  return (value: string) => {
+    if (!/^\d+$/.test(value) || !Number.isSafeInteger(Number(value))) {
+      throw new InvalidArgumentError(`${name} must be a non-negative integer, got ${JSON.stringify(value)}.`);
+    }
+    return Number(value);
+  };
+}
+
+function addLayoutFlags(cmd: Command): Command {
+  return cmd
+    .option('--time-bits <n>', 'bits for milliseconds since the epoch (default 41)', nonNegativeInt('--time-bits'))
+    .option('--shard-bits <n>', 'bits for the shard id (default 10)', nonNegativeInt('--shard-bits'))
+    .option('--sequence-bits <n>', 'bits for the per-millisecond sequence (default 12)', nonNegativeInt('--sequence-bits'))
+    .option('--epoch <date>', 'start of the time field: ISO date or Unix ms (default 2024-01-01T00:00:00Z)');
+}
+
+function layoutFrom(flags: Record<string, unknown>): LayoutOptions {
+  const out: LayoutOptions = {};
+  if (flags.timeBits !== undefined) out.timeBits = flags.timeBits as number;
+  if (flags.shardBits !== undefined) out.shardBits = flags.shardBits as number;
+  if (flags.sequenceBits !== undefined) out.sequenceBits = flags.sequenceBits as number;
+  if (flags.epoch !== undefined) out.epoch = flags.epoch as string;
+  return out;
+}
+
 export const nextIdMigrateFlags: MigrateFlagContributor = {
-  configure: () => undefined,
-  toOptions: () => ({}),
+  configure(cmd) {
+    cmd
+      .option('--next-id', 'install next_id() (PostgreSQL/PGlite) in --next-id-schema')
+      .option('--next-id-schema <name>', 'schema for next_id() and its sequence (default public; with --shards the prefix of <name>_<shard>)')
+      .option('--shard <n>', 'logical shard id in every ID (default 0; with --shards the first one)', nonNegativeInt('--shard'))
+      .option('--shards <n>', 'install n shards at once, one schema each: <schema>_<shard>', nonNegativeInt('--shards'))
+      .option('--drop-dependent-defaults', 'with --down: also drop table DEFAULTs that still call next_id()');
+    addLayoutFlags(cmd);
+    cmd.addHelpText('after', `
+  idlease migrate --url postgres://… --no-segments --next-id --next-id-schema insta --shard 5
+  idlease migrate --url postgres://… --no-segments --next-id --next-id-schema shard --shards 4   shard_0 … shard_3`);
+  },
+  toOptions(flags) {
+    const wanted = flags.nextId === true || ['nextIdSchema', 'shard', 'shards'].some((k) => flags[k] !== undefined);
+    if (!wanted) return {};
+    const opts: NextIdMigrateOptions = { ...layoutFrom(flags) };
+    if (flags.nextIdSchema !== undefined) opts.schema = flags.nextIdSchema as string;
+    if (flags.shard !== undefined) opts.shard = flags.shard as number;
+    if (flags.shards !== undefined) opts.shards = flags.shards as number;
+    if (flags.dropDependentDefaults === true) opts.dropDependentDefaults = true;
+    return { nextId: opts };
+  },
 };
 
-export function registerNextIdCommands(_program: Command): void {}
+export function registerNextIdCommands(program: Command): void {
+  const cmd = program
+    .command('decode')
+    .description('split a next_id() ID into time, shard and sequence (offline: no database)')
+    .argument('<id...>', 'one or more IDs (decimal)');
+  addLayoutFlags(cmd).action((ids: string[], flags: Record<string, unknown>, self: Command) => {
+    // No clock checks: an old layout must still decode old IDs.
+    const layout = resolveLayout(layoutFrom(flags), null);
+    const decoded = ids.map((raw) => {
+      if (!/^\d+$/.test(raw)) throw new IdleaseError('BAD_ARGUMENT', `decode: ${JSON.stringify(raw)} is not a decimal ID.`);
+      return decodeId(raw, layout);
+    });
+    print(
+      self,
+      decoded.map((d) => `${d.id}  time ${Number.isNaN(d.unixMs) ? `+${d.timeMs} ms` : d.timestamp.toISOString()}  shard ${d.shard}  sequence ${d.sequence}`),
+      decoded.length === 1 ? jsonOf(decoded[0]!) : decoded.map(jsonOf),
+    );
+  });
+  cmd.addHelpText('after', `
+Examples:
+  idlease decode 382685760811184128
+  idlease decode 382685760811184128 --json
+  idlease decode 123456789 --time-bits 41 --shard-bits 13 --sequence-bits 9 --epoch 2011-08-24T21:07:01.721Z`);
+}
+
+function jsonOf(d: ReturnType<typeof decodeId>) {
+  return {
+    id: d.id,
+    timestamp: Number.isNaN(d.unixMs) ? null : d.timestamp.toISOString(),
+    timeMs: d.timeMs,
+    shard: d.shard,
+    sequence: d.sequence,
+  };
+}

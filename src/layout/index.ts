@@ -60,9 +60,10 @@ export function parseEpoch(value: unknown, option = 'epoch'): number {
 /**
  * Validate a layout and freeze it. `nowMs` is when the layout must already be usable:
  * the epoch may not be in the future (IDs would carry negative times) nor so far back that
- * the time field is already full.
+ * the time field is already full. `nowMs: null` skips both checks: decoding old IDs with an
+ * old layout must still work after its time field ran out.
  */
-export function resolveLayout(input: LayoutOptions | IdLayout = {}, nowMs: number = Date.now()): IdLayout {
+export function resolveLayout(input: LayoutOptions | IdLayout = {}, nowMs: number | null = Date.now()): IdLayout {
   if (input === null || typeof input !== 'object') {
     throw new IdleaseError('BAD_CONFIG', 'layout must be an object such as { timeBits: 41, shardBits: 10, sequenceBits: 12 }.');
   }
@@ -85,12 +86,12 @@ export function resolveLayout(input: LayoutOptions | IdLayout = {}, nowMs: numbe
   if (epochMs < 0) {
     throw new IdleaseError('BAD_CONFIG', `epoch ${new Date(epochMs).toISOString()} is before 1970-01-01; choose a recent date, e.g. the day you deploy.`);
   }
-  if (epochMs > nowMs) {
+  if (nowMs !== null && epochMs > nowMs) {
     throw new IdleaseError('BAD_CONFIG', `epoch ${new Date(epochMs).toISOString()} is in the future; IDs would carry negative times. Choose a date in the past, e.g. '2024-01-01T00:00:00Z'.`);
   }
   const layout: IdLayout = Object.freeze({ timeBits, shardBits, sequenceBits, epochMs });
   const limits = layoutLimits(layout);
-  if (BigInt(nowMs - epochMs) > limits.maxTimeMs) {
+  if (nowMs !== null && BigInt(nowMs - epochMs) > limits.maxTimeMs) {
     throw new IdleaseError(
       'BAD_CONFIG',
       `timeBits ${timeBits} from epoch ${new Date(epochMs).toISOString()} ran out at ${limits.exhaustedAt.toISOString()}; use more timeBits or a later epoch.`,
