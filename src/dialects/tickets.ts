@@ -478,10 +478,15 @@ export async function openScheme(
   return readScheme(knex, flavor, ref);
 }
 
-/** MySQL errno / Postgres SQLSTATE for lock conflicts that a retry resolves. */
+/**
+ * MySQL errno / Postgres SQLSTATE for lock conflicts that a retry resolves. 1467
+ * (ER_AUTOINC_READ_FAILED) is what InnoDB reports when the wait for its table-level
+ * AUTO-INC lock (taken by INSERT … SELECT) ends in a deadlock or timeout; genuine counter
+ * exhaustion also reports it, which the bounded retry then surfaces.
+ */
 export function isLockConflict(err: unknown): boolean {
   const e = err as { errno?: number; code?: string };
-  return e?.errno === 1213 || e?.errno === 1205 || e?.code === '40P01' || e?.code === '55P03' || e?.code === '40001';
+  return e?.errno === 1213 || e?.errno === 1205 || e?.errno === 1467 || e?.code === '40P01' || e?.code === '55P03' || e?.code === '40001';
 }
 
 /** Errors that are about the configuration, not the server's health: retrying elsewhere is right, probing is pointless. */

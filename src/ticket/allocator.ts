@@ -56,6 +56,8 @@ export interface TicketServerStatus {
   /** Last ID this allocator handed out from the server. */
   readonly lastIssued: bigint | undefined;
   readonly failures: number;
+  /** Deadlocks / lock-wait timeouts met and retried (never shown to callers). */
+  readonly lockConflicts: number;
   readonly lastError: string | undefined;
   /** Read from the server now (undefined when it did not answer). */
   readonly server: ServerFacts | undefined;
@@ -78,6 +80,7 @@ interface Server {
   generation: bigint | undefined;
   health: TicketServerHealth;
   failures: number;
+  lockConflicts: number;
   lastError: string | undefined;
   lastIssued: bigint | undefined;
   probeTimer: NodeJS.Timeout | undefined;
@@ -146,6 +149,7 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
       generation: undefined,
       health: 'up',
       failures: 0,
+      lockConflicts: 0,
       lastError: undefined,
       lastIssued: undefined,
       probeTimer: undefined,
@@ -239,6 +243,7 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
         if (s.lastIssued === undefined || id > s.lastIssued) s.lastIssued = id;
         return { id };
       } catch (err) {
+        if (isLockConflict(err)) s.lockConflicts++;
         if (isLockConflict(err) && ++lockConflicts <= lockRetries && Date.now() < deadline) {
           await sleep(Math.random() * Math.min(50, 2 ** lockConflicts));
           continue;
@@ -328,6 +333,7 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
             health: s.health,
             lastIssued: s.lastIssued,
             failures: s.failures,
+            lockConflicts: s.lockConflicts,
             lastError: s.lastError,
             server,
           });

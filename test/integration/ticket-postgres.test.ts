@@ -1,0 +1,93 @@
+/** The same ticket API on PostgreSQL sequences (shared server) and PGlite. */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestDb, type TestDb } from '../helpers/db.js';
+import { migrate } from '../../src/migrations/migrate.js';
+import { createTicketAllocator, reshardTickets } from '../../src/ticket/index.js';
+
+describe.each(['postgres', 'pglite'] as const)('tickets on %s sequences', (flavor) => {
+  let db: TestDb;
+  beforeAll(async () => {
+    db = await createTestDb(flavor, 'tickets');
+    await migrate(db.knex, { segments: false, tickets: { sequences: ['default', 'big'], increment: 4, offset: 3 } });
+  });
+  afterAll(async () => { await db.drop(); });
+
+  it('draws IDs ≡ offset (mod increment), unique, as bigint', async () => {
+    const alloc = createTicketAllocator({ servers: [{ knex: db.knex, offset: 3 }], increment: 4 });
+    try {
+      const ids = await Promise.all(Array.from({ length: 50 }, () => alloc.next()));
+      expect(new Set(ids.map(String)).size).toBe(50);
+      for (const id of ids) {
+        expect(typeof id).toBe('bigint');
+        expect(id % 4n).toBe(3n);
+      }
+      const [st] = await alloc.status();
+      expect(st!.server?.engine).toBe('sequence');
+      expect(st!.server?.scheme.increment).toBe(4);
+      expect(st!.server?.lastId).toBe(ids.reduce((m, x) => (x > m ? x : m)));
+    } finally {
+      await alloc.close();
+    }
+  });
+
+  it('refuses options that disagree with the sequence', async () => {
+    const alloc = createTicketAllocator({ servers: [{ knex: db.knex, offset: 1 }], increment: 4 });
+    try {
+      await expect(alloc.next()).rejects.toMatchObject({ code: 'BAD_CONFIG' });
+    } finally {
+      await alloc.close();
+    }
+  });
+
+  it('reshard moves the sequence above the maximum under the new pair; IDs past 2^53 exact', async () => {
+    const before = createTicketAllocator({ servers: [{ knex: db.knex, offset: 1 }], increment: 1, sequence: 'big' });
+    await expect(before.next()).rejects.toMatchObject({ code: 'BAD_CONFIG' }); // migrated as 3 of 4
+    await before.close();
+    await db.knex.raw(`SELECT setval('idlease_tickets_big', 9007199254740991)`);
+    const r = await reshardTickets({ servers: [{ knex: db.knex, offset: 2 }], increment: 5, sequence: 'big' });
+    expect(r.globalMax).toBe(9007199254740991n);
+    expect(r.servers[0]!.firstId).toBe(9007199254740992n);
+    const alloc = createTicketAllocator({ servers: [{ knex: db.knex, offset: 2 }], increment: 5, sequence: 'big' });
+    try {
+      expect(await alloc.next()).toBe(9007199254740992n);
+      expect(await alloc.next()).toBe(9007199254740997n);
+    } finally {
+      await alloc.close();
+    }
+  });
+});
+
+describe('tickets on two PostgreSQL databases as two servers', () => {
+  let one: TestDb;
+  let two: TestDb;
+  beforeAll(async () => {
+    [one, two] = await Promise.all([createTestDb('postgres', 'tick_a'), createTestDb('postgres', 'tick_b')]);
+    await migrate(one.knex, { segments: false, tickets: { increment: 2, offset: 1 } });
+    await migrate(two.knex, { segments: false, tickets: { increment: 2, offset: 2 } });
+  });
+  afterAll(async () => { await Promise.all([one.drop(), two.drop()]); });
+
+  it('round-robin, and a reshard to increment 3 while 6 callers draw: no failure, no duplicate', async () => {
+    const alloc = createTicketAllocator({ servers: [{ knex: one.knex, offset: 1 }, { knex: two.knex, offset: 2 }], timeoutMs: 10_000 });
+    try {
+      const first = [await alloc.next(), await alloc.next(), await alloc.next(), await alloc.next()];
+      expect(first.map((x) => x % 2n)).toEqual([1n, 0n, 1n, 0n]);
+      const ids: bigint[] = [...first];
+      const failures: unknown[] = [];
+      const callers = Array.from({ length: 6 }, async () => {
+        for (let i = 0; i < 60; i++) await alloc.next().then((id) => ids.push(id), (e: unknown) => failures.push(e));
+      });
+      await new Promise((r) => setTimeout(r, 30));
+      const r = await reshardTickets({ servers: [{ knex: one.knex, offset: 1 }, { knex: two.knex, offset: 3 }], increment: 3 });
+      await Promise.all(callers);
+      expect(failures).toEqual([]);
+      expect(new Set(ids.map(String)).size).toBe(ids.length);
+      const after = [await alloc.next(), await alloc.next()];
+      for (const id of after) expect(id > r.globalMax).toBe(true);
+      expect(after.map((x) => x % 3n).sort()).toEqual([0n, 1n]);
+      expect(new Set([...ids, ...after].map(String)).size).toBe(ids.length + 2);
+    } finally {
+      await alloc.close();
+    }
+  });
+});
