@@ -1,10 +1,156 @@
-// Placeholder: the ticket allocator issue adds `tickets next|status|reshard` and migrate flags.
-import type { Command } from 'commander';
+/**
+ * `idlease tickets next|status|reshard` and the `--tickets…` flags of `idlease migrate`.
+ * Several servers are named with `--server <url>` repeated, in offset order (1, 2, …),
+ * or with explicit `--offsets`; without `--server` the global `--url` is the one server.
+ */
+import { InvalidArgumentError, type Command } from 'commander';
+import type { Knex } from 'knex';
+import { connect, redact } from '../connect.js';
+import { IdleaseError } from '../errors.js';
+import { createTicketAllocator } from '../ticket/allocator.js';
+import { reshardTickets } from '../ticket/reshard.js';
 import type { MigrateFlagContributor } from './migrate.js';
+import { globals, positiveInt, print } from './context.js';
 
 export const ticketMigrateFlags: MigrateFlagContributor = {
-  configure: () => undefined,
-  toOptions: () => ({}),
+  configure(cmd) {
+    cmd
+      .option('--tickets [sequences...]', 'install ticket tables (MySQL) / sequences (Postgres); names default to "default"')
+      .option('--tickets-engine <engine>', 'MySQL storage engine for ticket tables: InnoDB (durable) or MyISAM (faster, not crash-safe)', 'InnoDB')
+      .option('--tickets-increment <n>', 'auto-increment increment this server serves (number of servers)', positiveInt('--tickets-increment'))
+      .option('--tickets-offset <k>', "this server's offset 1..increment", positiveInt('--tickets-offset'));
+  },
+  toOptions(flags) {
+    const t = flags.tickets as true | string[] | undefined;
+    if (t === undefined) return {};
+    const engine = flags.ticketsEngine as string;
+    if (engine !== 'InnoDB' && engine !== 'MyISAM') {
+      throw new IdleaseError('BAD_CONFIG', `--tickets-engine must be InnoDB or MyISAM, got ${JSON.stringify(engine)}.`);
+    }
+    return {
+      tickets: {
+        ...(Array.isArray(t) && t.length > 0 ? { sequences: t } : {}),
+        engine,
+        ...(flags.ticketsIncrement !== undefined ? { increment: flags.ticketsIncrement as number } : {}),
+        ...(flags.ticketsOffset !== undefined ? { offset: flags.ticketsOffset as number } : {}),
+      },
+    };
+  },
 };
 
-export function registerTicketCommands(_program: Command): void {}
+interface ServerFlags {
+  server: string[];
+  offsets?: number[];
+  increment?: number;
+  sequence: string;
+}
+
+const collect = (value: string, previous: string[]) => [...previous, value];
+
+function offsetList(value: string): number[] {
+  const parts = value.split(',').map((p) => p.trim());
+  if (parts.some((p) => !/^\d+$/.test(p))) throw new InvalidArgumentError(`--offsets must be a comma-separated list of positive integers, got ${JSON.stringify(value)}.`);
+  return parts.map(Number);
+}
+
+function serverOptions(cmd: Command): Command {
+  return cmd
+    .option('--server <url>', 'a ticket server (repeat, in offset order); default: the global --url', collect, [] as string[])
+    .option('--offsets <list>', 'offsets of the --server URLs, e.g. 1,2,3 (default: 1..N in order)', offsetList)
+    .option('--increment <n>', 'auto-increment increment (default: the number of servers)', positiveInt('--increment'))
+    .option('--sequence <name>', 'ticket sequence name', 'default');
+}
+
+async function withServers<T>(self: Command, flags: ServerFlags, fn: (servers: Array<{ knex: Knex; offset: number; name: string }>) => Promise<T>): Promise<T> {
+  const urls = flags.server.length > 0 ? flags.server : [globals(self).url ?? process.env.IDLEASE_URL];
+  const offsets = flags.offsets ?? urls.map((_, i) => i + 1);
+  if (offsets.length !== urls.length) {
+    throw new IdleaseError('BAD_CONFIG', `--offsets names ${offsets.length} offsets for ${urls.length} servers; give one offset per --server.`);
+  }
+  const knexes = urls.map((u) => connect(u, { poolMax: 2 }));
+  try {
+    return await fn(knexes.map((knex, i) => ({ knex, offset: offsets[i]!, name: urls[i] ? redact(urls[i]!) : 'embedded PGlite' })));
+  } finally {
+    await Promise.all(knexes.map((k) => k.destroy()));
+  }
+}
+
+export function registerTicketCommands(program: Command): void {
+  const tickets = program
+    .command('tickets')
+    .description('ticket servers (Flickr style): draw IDs, inspect the servers, grow the set')
+    .addHelpText('after', `
+Examples:
+  idlease tickets next -n 3 --server mysql://root@db1/app --server mysql://root@db2/app
+  idlease tickets status --server mysql://root@db1/app --server mysql://root@db2/app
+  idlease tickets reshard --server mysql://root@db1/app --server mysql://root@db2/app --server mysql://root@db3/app`);
+
+  serverOptions(tickets.command('next').description('draw IDs from the ticket servers (round-robin, with failover)'))
+    .option('-n, --count <n>', 'how many IDs', positiveInt('--count'), 1)
+    .action(async (flags: ServerFlags & { count: number }, self: Command) => {
+      await withServers(self, flags, async (servers) => {
+        const alloc = createTicketAllocator({ servers, increment: flags.increment, sequence: flags.sequence });
+        try {
+          const ids: bigint[] = [];
+          for (let i = 0; i < flags.count; i++) ids.push(await alloc.next());
+          print(self, ids.map(String), { ids });
+        } finally {
+          await alloc.close();
+        }
+      });
+    });
+
+  serverOptions(tickets.command('status').description('each server: offset/increment as the server sees them, engine, health, last ID'))
+    .action(async (flags: ServerFlags, self: Command) => {
+      await withServers(self, flags, async (servers) => {
+        const alloc = createTicketAllocator({ servers, increment: flags.increment, sequence: flags.sequence, timeoutMs: 3000, statementTimeoutMs: 2000 });
+        try {
+          await alloc.ready().catch(() => undefined); // a refused server is reported below, not thrown
+          const st = await alloc.status();
+          const rows = st.map((s) => ({
+            server: s.name,
+            health: s.server ? s.health : 'down',
+            offset: s.server?.scheme.offset,
+            increment: s.server?.scheme.increment,
+            sessionOffset: s.server?.sessionOffset,
+            sessionIncrement: s.server?.sessionIncrement,
+            engine: s.server?.engine,
+            generation: s.server?.scheme.generation,
+            open: s.server?.scheme.open,
+            lastId: s.server?.lastId,
+            error: s.lastError,
+          }));
+          print(
+            self,
+            rows.map(
+              (r) =>
+                `${r.server}  ${r.health}  offset ${r.offset ?? '?'}/${r.increment ?? '?'}` +
+                (r.sessionIncrement !== undefined ? ` (session ${r.sessionOffset}/${r.sessionIncrement})` : '') +
+                `  engine ${r.engine ?? '?'}  last ${r.lastId ?? '-'}${r.open === false ? '  CLOSED (reshard in progress)' : ''}${r.error ? `  error: ${r.error}` : ''}`,
+            ),
+            { sequence: flags.sequence, servers: rows },
+          );
+        } finally {
+          await alloc.close();
+        }
+      });
+    });
+
+  serverOptions(tickets.command('reshard').description('move every server to a new increment/offsets, above the global maximum; safe while IDs are drawn'))
+    .option('--retire <url>', 'a server leaving the set (repeat): fenced and left closed', collect, [] as string[])
+    .action(async (flags: ServerFlags & { retire: string[] }, self: Command) => {
+      await withServers(self, flags, async (servers) => {
+        const retired = flags.retire.map((u) => ({ knex: connect(u, { poolMax: 2 }), name: redact(u) }));
+        try {
+          const r = await reshardTickets({ servers, increment: flags.increment, sequence: flags.sequence, retire: retired });
+          print(
+            self,
+            [`global maximum ${r.globalMax}; increment ${r.increment}`, ...r.servers.map((s) => `${s.name}  offset ${s.offset}  next ID ${s.firstId}`)],
+            r,
+          );
+        } finally {
+          await Promise.all(retired.map((x) => x.knex.destroy()));
+        }
+      });
+    });
+}
