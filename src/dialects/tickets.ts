@@ -308,13 +308,36 @@ export function mysqlTicketSource(
   }
 
   return {
-    async draw(generation) {
-      const res = (await withConn((c) => q(c, drawSql, [ref.sequence, generation.toString()]))) as {
-        affectedRows: number;
-        insertId: unknown;
-      };
-      if (res.affectedRows === 0) return undefined;
-      return toBigInt(res.insertId, 'insertId');
+    draw(generation) {
+      // The hot path: callbacks, not async layers — on a busy 2-core box every microtask
+      // hop shows up against the raw driver loop.
+      return new Promise<bigint | undefined>((resolve, reject) => {
+        // Returns void on purpose: a mysql2 Query has a throwing .then(), so it must never
+        // be the value of a promise callback.
+        const run = (conn: RawMysqlConnection): void => {
+          conn.query(drawSql, [ref.sequence, generation.toString()], (err, result) => {
+            if (err) {
+              release(conn, typeof (err as { errno?: unknown }).errno !== 'number' || (err as { fatal?: boolean }).fatal === true);
+              reject(err);
+              return;
+            }
+            release(conn, false);
+            const res = result as { affectedRows: number; insertId: unknown };
+            if (res.affectedRows === 0) resolve(undefined);
+            else {
+              try {
+                resolve(toBigInt(res.insertId, 'insertId'));
+              } catch (e) {
+                reject(e);
+              }
+            }
+          });
+        };
+        const want = `${pair.increment}/${pair.offset}`;
+        const ready = idle.length > 0 && !idle[idle.length - 1]!.__knex__disposed && idle[idle.length - 1]!.__idleasePair === want;
+        if (ready) run(idle.pop()!);
+        else acquire().then(run, reject);
+      });
     },
     setPair(next) {
       pair = { increment: next.increment, offset: next.offset };

@@ -100,14 +100,48 @@ function positiveInt(value: unknown, name: string, fallback: number): number {
 
 class Timeout extends Error {}
 
+/**
+ * Bounded waits without a timer per call: one watchdog sweeps the pending deadlines every
+ * 25 ms (so a bound is kept to within 25 ms). A timer per ID cost a visible share of
+ * throughput against the raw driver loop.
+ */
+const pending = new Set<{ deadline: number; fail: () => void }>();
+let watchdog: NodeJS.Timeout | undefined;
+
+function sweep(): void {
+  const now = Date.now();
+  for (const p of pending) if (p.deadline <= now) p.fail();
+  if (pending.size === 0 && watchdog) {
+    clearInterval(watchdog);
+    watchdog = undefined;
+  }
+}
+
 function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    p,
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Timeout(`${what} did not answer within ${ms} ms`)), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
+  return new Promise<T>((resolve, reject) => {
+    const entry = {
+      deadline: Date.now() + ms,
+      fail: () => {
+        pending.delete(entry);
+        reject(new Timeout(`${what} did not answer within ${ms} ms`));
+      },
+    };
+    pending.add(entry);
+    if (!watchdog) {
+      watchdog = setInterval(sweep, 25);
+      watchdog.unref();
+    }
+    p.then(
+      (v) => {
+        pending.delete(entry);
+        resolve(v);
+      },
+      (e: unknown) => {
+        pending.delete(entry);
+        reject(e);
+      },
+    );
+  });
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
