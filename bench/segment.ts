@@ -1,4 +1,139 @@
-// Placeholder: filled in by the segment issue.
+/**
+ * Segment allocator benchmark: every number is a ratio against a baseline measured in the
+ * same run. Store: embedded PGlite (in memory) by default; set IDLEASE_BENCH_URL to a
+ * mysql:// or postgres:// URL to lease from a server instead.
+ *
+ *   npx tsx bench/run.ts segment
+ */
+import { connect } from '../src/connect.js';
+import { migrate } from '../src/migrations/migrate.js';
+import { addTag, createSegmentAllocator, type SegmentAllocator } from '../src/segment/index.js';
+
+const N = 10_000_000;
+const ROUNDS = 3;
+
+function fmt(n: number): string {
+  return n >= 1e6 ? `${(n / 1e6).toFixed(2)}M` : n >= 1e3 ? `${(n / 1e3).toFixed(1)}k` : n.toFixed(n < 10 ? 2 : 0);
+}
+
+/** The ceiling for next(): a bare in-memory async bigint counter. */
+function bareCounter(): { next(): Promise<bigint> } {
+  let c = 0n;
+  return { async next() { return ++c; } };
+}
+
+async function awaitLoop(gen: { next(): Promise<bigint> }, n: number): Promise<number> {
+  let last = 0n;
+  const t0 = performance.now();
+  for (let i = 0; i < n; i++) last = await gen.next();
+  const ms = performance.now() - t0;
+  if (last === -1n) console.log('unreachable');
+  return (n / ms) * 1000;
+}
+
+function syncBatchLoop(n: number, size: number): number {
+  let c = 0n;
+  let sink = 0;
+  const t0 = performance.now();
+  for (let done = 0; done < n; done += size) {
+    const out = new Array<bigint>(size);
+    for (let i = 0; i < size; i++) out[i] = ++c;
+    sink += out.length;
+  }
+  const ms = performance.now() - t0;
+  return (sink / ms) * 1000;
+}
+
+async function batchLoop(a: SegmentAllocator, n: number, size: number): Promise<number> {
+  let sink = 0;
+  const t0 = performance.now();
+  for (let done = 0; done < n; done += size) sink += (await a.nextBatch(size)).length;
+  const ms = performance.now() - t0;
+  return (sink / ms) * 1000;
+}
+
+/** next() at a steady `perSecond`: bursts every millisecond, yielding to the event loop between them (as a server does). */
+async function paced(gen: { next(): Promise<bigint> }, perSecond: number, seconds: number): Promise<{ p50: number; p99: number; p999: number; max: number }> {
+  const perTick = Math.round(perSecond / 1000);
+  const samples = new Float64Array(perSecond * seconds);
+  let k = 0;
+  const start = performance.now();
+  for (let tick = 0; tick < seconds * 1000; tick++) {
+    for (let i = 0; i < perTick; i++) {
+      const t = performance.now();
+      await gen.next();
+      samples[k++] = performance.now() - t;
+    }
+    const due = start + tick + 1;
+    const wait = due - performance.now();
+    await new Promise((r) => (wait > 0.5 ? setTimeout(r, Math.floor(wait)) : setImmediate(r)));
+  }
+  const s = samples.subarray(0, k).sort();
+  const q = (p: number) => s[Math.min(k - 1, Math.floor(p * k))]! * 1000; // µs
+  return { p50: q(0.5), p99: q(0.99), p999: q(0.999), max: s[k - 1]! * 1000 };
+}
+
 export default async function run(): Promise<void> {
-  console.log('(not written yet)');
+  const url = process.env.IDLEASE_BENCH_URL ?? 'pglite:memory';
+  const knex = connect(url);
+  try {
+    await migrate(knex);
+    const tag = `bench_${Date.now()}`;
+    for (const t of [tag, tag + '_b', tag + '_p']) await addTag(knex, { tag: t, step: 1000 });
+
+    // 1. await next() vs a bare async counter (best of ROUNDS each, interleaved).
+    const alloc = createSegmentAllocator({ knex, tag });
+    await alloc.nextBatch(1000); // first lease out of the timed loop
+    let base = 0;
+    let ours = 0;
+    for (let r = 0; r < ROUNDS; r++) {
+      base = Math.max(base, await awaitLoop(bareCounter(), N));
+      ours = Math.max(ours, await awaitLoop(alloc, N));
+    }
+    const s1 = alloc.stats();
+    await alloc.close();
+
+    // 2. nextBatch(1000) vs a sync bigint loop filling arrays of 1000.
+    const batch = createSegmentAllocator({ knex, tag: tag + '_b' });
+    await batch.nextBatch(1000);
+    let bBase = 0;
+    let bOurs = 0;
+    for (let r = 0; r < ROUNDS; r++) {
+      bBase = Math.max(bBase, syncBatchLoop(N, 1000));
+      bOurs = Math.max(bOurs, await batchLoop(batch, N, 1000));
+    }
+    await batch.close();
+
+    // 3. latency at a steady 1M IDs/s with small segments (maxStep 20,000: ~50 switches a second).
+    const rate = 1_000_000;
+    const seconds = 3;
+    const pacedAlloc = createSegmentAllocator({ knex, tag: tag + '_p', maxStep: 20_000 });
+    await pacedAlloc.nextBatch(1000);
+    const lb = await paced(bareCounter(), rate, seconds);
+    const before = pacedAlloc.stats();
+    const la = await paced(pacedAlloc, rate, seconds);
+    const after = pacedAlloc.stats();
+    await pacedAlloc.close();
+
+    // 4. leases per 1M IDs with the default policy at a steady 1M/s (the ramp from the row's step 1000 included).
+    const dflt = createSegmentAllocator({ knex, tag: tag + '_p' });
+    await paced(dflt, rate, seconds);
+    const sd = dflt.stats();
+    await dflt.close();
+
+    const rows = [
+      ['`await next()` IDs/s', fmt(ours), `bare async bigint counter ${fmt(base)}`, (ours / base).toFixed(2) + '×'],
+      ['`nextBatch(1000)` IDs/s', fmt(bOurs), `sync bigint loop ${fmt(bBase)}`, (bOurs / bBase).toFixed(2) + '×'],
+      [`next() p99.9 at ${fmt(rate)}/s, maxStep 20k (${after.leases - before.leases} switches, ${after.waits - before.waits} waits)`, `${la.p999.toFixed(1)} µs`, `bare counter ${lb.p999.toFixed(1)} µs`, (la.p999 / lb.p999).toFixed(2) + '×'],
+      ['next() p99 / max at 1M/s, maxStep 20k', `${la.p99.toFixed(1)} / ${la.max.toFixed(0)} µs`, `${lb.p99.toFixed(1)} / ${lb.max.toFixed(0)} µs`, (la.p99 / lb.p99).toFixed(2) + '×'],
+      ['DB leases per 1M IDs, default policy, steady 1M/s', (sd.leases / (sd.served / 1e6)).toFixed(2), `(step reached ${fmt(sd.currentStep)}; ${sd.leases} leases)`, ''],
+      ['DB leases per 1M IDs, flat-out `await next()` run', (s1.leases / (s1.served / 1e6)).toFixed(2), `(step reached ${fmt(s1.currentStep)})`, ''],
+    ];
+    console.log(`store: ${url.startsWith('pglite') ? 'PGlite (in-memory)' : url.replace(/\/\/[^@]*@/, '//')}; Node ${process.version}; ${N.toLocaleString('en')} IDs per throughput round, best of ${ROUNDS}\n`);
+    console.log('| measure | idlease | baseline (same run) | ratio |');
+    console.log('|---|---|---|---|');
+    for (const r of rows) console.log(`| ${r.join(' | ')} |`);
+  } finally {
+    await knex.destroy();
+  }
 }
