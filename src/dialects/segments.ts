@@ -94,10 +94,44 @@ export function translateSegmentError(err: unknown, t: Target): unknown {
 async function run(knex: Knex, t: Target, sql: string, values: readonly Knex.RawBinding[], timeoutMs?: number): Promise<unknown> {
   try {
     const q = knex.raw(sql, values);
-    return await (timeoutMs ? q.timeout(timeoutMs, { cancel: t.flavor === 'postgres' }) : q);
+    return await (timeoutMs ? withDeadline(q, timeoutMs) : q);
   } catch (err) {
     throw translateSegmentError(err, t);
   }
+}
+
+/**
+ * A statement deadline that tolerates a starved event loop. A caller spinning on
+ * `await next()` runs only microtasks, so the answer to a background lease can sit in the
+ * socket for seconds; when the loop finally turns, timers run before I/O and a plain
+ * timeout (knex's .timeout()) would fail a statement that already succeeded. Here the
+ * timer only arms a check that runs after the I/O phase (setImmediate).
+ */
+function withDeadline<T>(query: PromiseLike<T>, ms: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    let settled = false;
+    const timer = setTimeout(() => {
+      setImmediate(() => {
+        if (settled) return;
+        settled = true;
+        reject(new Error(`statement did not answer within ${ms} ms (statementTimeoutMs)`));
+      });
+    }, ms);
+    query.then(
+      (v) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        resolve(v);
+      },
+      (e: unknown) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        reject(e);
+      },
+    );
+  });
 }
 
 /** A bigint bound as a decimal string and cast in SQL: MySQL turns a string operand into a DOUBLE otherwise. */
