@@ -173,6 +173,16 @@ export interface TicketSource {
 
 // ---------------------------------------------------------------- MySQL / MariaDB
 
+/**
+ * The draw. LOCK IN SHARE MODE makes the scheme row's shared lock explicit: under
+ * REPEATABLE READ InnoDB takes it for INSERT … SELECT anyway, but under READ COMMITTED
+ * the read would be a snapshot and a reshard's fence would not wait for the draw.
+ */
+export function mysqlDrawSql(ref: TicketRef): string {
+  const table = qualified('mysql', ref.schema, ticketObjectName(ref.sequence));
+  return `REPLACE INTO ${table} (stub) SELECT 'a' FROM ${schemeTable('mysql', ref.schema)} WHERE sequence_name = ? AND generation = ? AND is_open = 1 LOCK IN SHARE MODE`;
+}
+
 interface RawMysqlConnection {
   __idleasePair?: string;
   query(sql: string, values: unknown[], cb: (err: Error | null, result: unknown) => void): void;
@@ -207,7 +217,7 @@ export function mysqlTicketSource(
   const client = knex.client as unknown as KnexClientInternals;
   const table = qualified(flavor, ref.schema, ticketObjectName(ref.sequence));
   const schemes = schemeTable(flavor, ref.schema);
-  const drawSql = `REPLACE INTO ${table} (stub) SELECT 'a' FROM ${schemes} WHERE sequence_name = ? AND generation = ? AND is_open = 1`;
+  const drawSql = mysqlDrawSql(ref);
   const idle: RawMysqlConnection[] = [];
   const waiting: Array<(c: RawMysqlConnection | Error) => void> = [];
   let open = 0;

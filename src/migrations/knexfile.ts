@@ -11,7 +11,11 @@ export function knexFileMigration(options: Omit<MigrateOptions, 'direction' | 'l
   up(knex: Knex): Promise<void>;
   down(knex: Knex): Promise<void>;
 } {
-  const plan = (knex: Knex) => planMigrations(flavorOf(knex), { segments: false, ...options }).migrations;
+  const plan = (knex: Knex) => {
+    const flavor = flavorOf(knex);
+    const { nextId, ...rest } = options;
+    return planMigrations(flavor, { segments: false, ...rest, ...(flavor === 'mysql' ? {} : { nextId }) }).migrations;
+  };
   return {
     async up(knex) {
       for (const m of plan(knex)) await m.up(knex);

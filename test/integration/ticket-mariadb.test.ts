@@ -183,6 +183,9 @@ describe('ticket allocator past 2^53 and reshard to 3 servers', () => {
       const all = [...before.ids, ...d.ids, ...parallel.ids];
       expectUnique(all);
       for (const id of parallel.ids) expect(id > result.globalMax).toBe(true);
+      // The race was real: the old allocator drew on both sides of the reshard.
+      expect(d.ids.some((id) => id <= result.globalMax)).toBe(true);
+      expect(d.ids.some((id) => id > result.globalMax)).toBe(true);
       const st = await grown.status();
       expect(st.map((s) => [s.offset, s.increment])).toEqual([[1, 3], [2, 3], [3, 3]]);
       for (const id of parallel.ids) expect([1n, 2n, 0n]).toContain(id % 3n);
