@@ -132,6 +132,35 @@ describe('ticket allocator on 2 MariaDB servers', () => {
     }
   });
 
+  it('a server that stops answering (tables locked) times out, leaves the rotation, and comes back', async () => {
+    const locker = connect(instB.url, { poolMax: 1 });
+    handles.push(locker);
+    const alloc = createTicketAllocator({
+      servers: [{ knex: a, offset: 1 }, { knex: b, offset: 2 }],
+      statementTimeoutMs: 300,
+      backoffInitialMs: 100,
+      backoffMaxMs: 200,
+    });
+    try {
+      await alloc.ready();
+      await locker.raw('LOCK TABLES idlease_ticket_schemes WRITE');
+      const { ids, failures } = await drawMany(alloc, 4, 20);
+      expect(failures).toEqual([]);
+      expectUnique(ids);
+      expect((await alloc.status())[1]!.health).toBe('down');
+      await locker.raw('UNLOCK TABLES');
+      const deadline = Date.now() + 10_000;
+      while ((await alloc.status())[1]!.health !== 'up' && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      const after = await drawMany(alloc, 2, 10);
+      expect(after.failures).toEqual([]);
+      expect(after.ids.some((id) => id % 2n === 0n)).toBe(true);
+      expectUnique([...ids, ...after.ids]);
+    } finally {
+      await locker.raw('UNLOCK TABLES').catch(() => undefined);
+      await alloc.close();
+    }
+  });
+
   it('all servers down → DB_UNAVAILABLE within the bound', async () => {
     const dead = connect('mysql://root@127.0.0.1:1/test');
     handles.push(dead);
