@@ -32,10 +32,11 @@ export const DEFAULT_LAYOUT: IdLayout = Object.freeze({ timeBits: 41, shardBits:
 /** The sign bit stays clear: an ID is never negative, whatever the time. */
 export const MAX_LAYOUT_BITS = 63;
 
-function bits(value: unknown, option: string, fallback: number): number {
+// Shard and sequence come back from SQL as integer (int4) and live in JS numbers: 31 bits at most.
+function bits(value: unknown, option: string, fallback: number, max: number): number {
   const v = value ?? fallback;
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > 62) {
-    throw new IdleaseError('BAD_CONFIG', `${option} must be an integer from 1 to 62, got ${String(value)}. Example: ${option}: ${fallback}.`);
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > max) {
+    throw new IdleaseError('BAD_CONFIG', `${option} must be an integer from 1 to ${max}, got ${String(value)}. Example: ${option}: ${fallback}.`);
   }
   return v;
 }
@@ -71,9 +72,9 @@ export function resolveLayout(input: LayoutOptions | IdLayout = {}, nowMs: numbe
   for (const key of Object.keys(input)) {
     if (!known.has(key)) throw new IdleaseError('BAD_CONFIG', `layout: unknown option ${JSON.stringify(key)}. Known: timeBits, shardBits, sequenceBits, epoch.`);
   }
-  const timeBits = bits(input.timeBits, 'timeBits', DEFAULT_LAYOUT.timeBits);
-  const shardBits = bits(input.shardBits, 'shardBits', DEFAULT_LAYOUT.shardBits);
-  const sequenceBits = bits(input.sequenceBits, 'sequenceBits', DEFAULT_LAYOUT.sequenceBits);
+  const timeBits = bits(input.timeBits, 'timeBits', DEFAULT_LAYOUT.timeBits, 61);
+  const shardBits = bits(input.shardBits, 'shardBits', DEFAULT_LAYOUT.shardBits, 31);
+  const sequenceBits = bits(input.sequenceBits, 'sequenceBits', DEFAULT_LAYOUT.sequenceBits, 31);
   const total = timeBits + shardBits + sequenceBits;
   if (total > MAX_LAYOUT_BITS) {
     throw new IdleaseError(
