@@ -39,8 +39,8 @@ async function audit(knex: Knex, name: string): Promise<{ rows: number; distinct
   return { rows: r.rows, distinct: r.distinct_ids, notIncreasing: r.not_increasing };
 }
 
-async function one(knex: Knex, sql: string, bindings: readonly unknown[] = []): Promise<Record<string, unknown>> {
-  const res = await knex.raw(sql, bindings as unknown[]);
+async function one(knex: Knex, sql: string, bindings: readonly Knex.RawBinding[] = []): Promise<Record<string, unknown>> {
+  const res = await knex.raw(sql, bindings);
   return res.rows[0];
 }
 
