@@ -345,8 +345,16 @@ export function mysqlTicketSource(
         };
         const want = `${pair.increment}/${pair.offset}`;
         const ready = idle.length > 0 && !idle[idle.length - 1]!.__knex__disposed && idle[idle.length - 1]!.__idleasePair === want;
-        if (ready) run(idle.pop()!);
-        else acquire().then(run, reject);
+        const safeRun = (conn: RawMysqlConnection): void => {
+          try {
+            run(conn);
+          } catch (err) {
+            release(conn, true);
+            reject(err);
+          }
+        };
+        if (ready) safeRun(idle.pop()!);
+        else acquire().then(safeRun, reject);
       });
     },
     setPair(next) {

@@ -305,6 +305,7 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
     const deadline = Date.now() + timeoutMs;
     const causes: unknown[] = [];
     for (;;) {
+      if (closed) throw new IdleaseError('CLOSED', 'The ticket allocator was closed while next() was waiting for a server.');
       const start = rr++ % servers.length;
       let tried = 0;
       for (let i = 0; i < servers.length; i++) {
