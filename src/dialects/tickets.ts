@@ -415,6 +415,9 @@ export function postgresTicketSource(knex: Knex, flavor: Flavor, ref: TicketRef)
         res = await knex.raw(drawSql, [ref.sequence, generation.toString()]);
       } catch (err) {
         if (isMissingObject(err)) throw notMigrated(ref, err);
+        if ((err as { code?: string }).code === '2200H' || /reached maximum value of sequence/i.test(String((err as Error).message))) {
+          throw new IdleaseError('EXHAUSTED', `The ticket sequence ${seq} reached its maximum (2^63-1); it never wraps. Move this sequence to a fresh range or retire the server.`, { cause: err });
+        }
         throw err;
       }
       const row = rowsOf(flavor, res)[0];

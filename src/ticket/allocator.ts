@@ -283,7 +283,8 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
           continue;
         }
         if (isLockConflict(err)) return { failed: err }; // alive but contended: try another server
-        markDown(s, err, isIdleaseError(err, 'BAD_CONFIG') ? 'refused' : 'down');
+        const refused = isIdleaseError(err, 'BAD_CONFIG') || isIdleaseError(err, 'EXHAUSTED');
+        markDown(s, err, refused ? 'refused' : 'down');
         return { failed: err };
       }
     }

@@ -51,6 +51,10 @@ describe.each(['postgres', 'pglite'] as const)('tickets on %s sequences', (flavo
     try {
       expect(await alloc.next()).toBe(9007199254740992n);
       expect(await alloc.next()).toBe(9007199254740997n);
+      // At the top of bigint the sequence stops: EXHAUSTED, never a wrap.
+      await db.knex.raw(`SELECT setval('idlease_tickets_big', 9223372036854775802)`);
+      expect(await alloc.next()).toBe(9223372036854775807n);
+      await expect(alloc.next()).rejects.toMatchObject({ code: 'EXHAUSTED' });
     } finally {
       await alloc.close();
     }
