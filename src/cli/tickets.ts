@@ -114,6 +114,8 @@ Examples:
             increment: s.server?.scheme.increment,
             sessionOffset: s.server?.sessionOffset,
             sessionIncrement: s.server?.sessionIncrement,
+            myCnfOffset: s.server?.globalOffset,
+            myCnfIncrement: s.server?.globalIncrement,
             engine: s.server?.engine,
             generation: s.server?.scheme.generation,
             open: s.server?.scheme.open,
@@ -125,7 +127,7 @@ Examples:
             rows.map(
               (r) =>
                 `${r.server}  ${r.health}  offset ${r.offset ?? '?'}/${r.increment ?? '?'}` +
-                (r.sessionIncrement !== undefined ? ` (session ${r.sessionOffset}/${r.sessionIncrement})` : '') +
+                (r.sessionIncrement !== undefined ? ` (session ${r.sessionOffset}/${r.sessionIncrement}, my.cnf ${r.myCnfOffset}/${r.myCnfIncrement})` : '') +
                 `  engine ${r.engine ?? '?'}  last ${r.lastId ?? '-'}${r.open === false ? '  CLOSED (reshard in progress)' : ''}${r.error ? `  error: ${r.error}` : ''}`,
             ),
             { sequence: flags.sequence, servers: rows },

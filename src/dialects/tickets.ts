@@ -150,6 +150,9 @@ export interface ServerFacts {
   /** MySQL: the session's @@auto_increment_increment/offset on a connection idlease set up. */
   readonly sessionIncrement?: number;
   readonly sessionOffset?: number;
+  /** MySQL: the server's own (my.cnf) pair, which idlease's sessions override. */
+  readonly globalIncrement?: number;
+  readonly globalOffset?: number;
   /** MySQL: InnoDB/MyISAM. Postgres: 'sequence'. */
   readonly engine: string;
   /** Highest ticket issued so far, if any. */
@@ -364,7 +367,10 @@ export function mysqlTicketSource(
     async facts() {
       const scheme = await readScheme(knex, flavor, ref);
       return withConn(async (c) => {
-        const vars = (await q(c, 'SELECT @@session.auto_increment_increment AS inc, @@session.auto_increment_offset AS off')) as Array<Record<string, unknown>>;
+        const vars = (await q(
+          c,
+          'SELECT @@session.auto_increment_increment AS inc, @@session.auto_increment_offset AS off, @@global.auto_increment_increment AS ginc, @@global.auto_increment_offset AS goff',
+        )) as Array<Record<string, unknown>>;
         const eng = (await q(
           c,
           'SELECT ENGINE AS engine FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?',
@@ -375,6 +381,8 @@ export function mysqlTicketSource(
           scheme,
           sessionIncrement: Number(vars[0]?.inc),
           sessionOffset: Number(vars[0]?.off),
+          globalIncrement: Number(vars[0]?.ginc),
+          globalOffset: Number(vars[0]?.goff),
           engine: String(eng[0]?.engine ?? 'unknown'),
           lastId: last[0]?.last == null ? undefined : toBigInt(last[0].last, 'last id'),
         };

@@ -76,6 +76,8 @@ describe('ticket allocator on 2 MariaDB servers', () => {
       expect(st[1]!.server?.engine).toBe('MyISAM');
       expect(st[0]!.server?.sessionIncrement).toBe(2);
       expect(st[1]!.server?.sessionOffset).toBe(2);
+      // my.cnf says 3 of 7; idlease's sessions override it.
+      expect([st[0]!.server?.globalOffset, st[0]!.server?.globalIncrement]).toEqual([3, 7]);
     } finally {
       await alloc.close();
     }
