@@ -260,6 +260,9 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
     for (let refenced = 0; ; ) {
       try {
         if (s.generation === undefined) await init(s);
+        // The pair this draw runs under: a concurrent call may move the server to a newer
+        // scheme while this one is in flight, and this ID must be checked against its own.
+        const { increment: inc, offset: off } = s;
         const id = await within(s.source.draw(s.generation!), bound(), s.name);
         if (id === undefined) {
           // Fenced by a reshard: follow the new scheme if it is open already.
@@ -267,7 +270,7 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
           if (++refenced > 3) throw new Error(`${s.name}: resharded while drawing; retrying`);
           continue;
         }
-        const why = refuseReason(id, s.increment, s.offset);
+        const why = refuseReason(id, inc, off);
         if (why) {
           const err = new IdleaseError(isExhausted(id) ? 'EXHAUSTED' : 'INVARIANT', `${s.name}: ${why}. The ID was not handed out; the server left the rotation.`);
           markDown(s, err, 'refused');
