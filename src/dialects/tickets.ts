@@ -214,7 +214,7 @@ export function mysqlTicketSource(
   knex: Knex,
   ref: TicketRef,
   initialPair: { increment: number; offset: number },
-  opts: { maxConnections: number; connectTimeoutMs: number },
+  opts: { maxConnections: number; connectTimeoutMs: number; lockWaitTimeoutS: number },
 ): TicketSource {
   const flavor: Flavor = 'mysql';
   const client = knex.client as unknown as KnexClientInternals;
@@ -251,7 +251,13 @@ export function mysqlTicketSource(
     const want = `${pair.increment}/${pair.offset}`;
     if (conn.__idleasePair !== want) {
       try {
-        await q(conn, 'SET SESSION auto_increment_increment = ?, auto_increment_offset = ?', [pair.increment, pair.offset]);
+        // The lock-wait bound sits below the allocator's statement bound, so a row lock held
+        // elsewhere ends as a retryable 1205 here instead of looking like a dead server.
+        await q(conn, 'SET SESSION auto_increment_increment = ?, auto_increment_offset = ?, innodb_lock_wait_timeout = ?', [
+          pair.increment,
+          pair.offset,
+          opts.lockWaitTimeoutS,
+        ]);
       } catch (err) {
         release(conn, true);
         throw err;

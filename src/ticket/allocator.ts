@@ -33,7 +33,11 @@ export interface TicketAllocatorOptions {
   readonly sequence?: string;
   /** Postgres schema of the sequence and scheme table. */
   readonly schema?: string;
-  /** Bound on one statement on one server before it counts as failed. Default 2000 ms. */
+  /**
+   * Bound on one statement on one server before it counts as failed. Default 2000 ms.
+   * MySQL sessions get innodb_lock_wait_timeout = max(1 s, half of it), so lock waits end
+   * as retryable errors first.
+   */
   readonly statementTimeoutMs?: number;
   /** Bound on a whole next(): past it, DB_UNAVAILABLE. Default 5000 ms. */
   readonly timeoutMs?: number;
@@ -172,7 +176,11 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
     const ref = { schema, sequence };
     const source =
       flavor === 'mysql'
-        ? mysqlTicketSource(s.knex, ref, { increment, offset: s.offset }, { maxConnections: connectionsPerServer, connectTimeoutMs: statementTimeoutMs })
+        ? mysqlTicketSource(s.knex, ref, { increment, offset: s.offset }, {
+            maxConnections: connectionsPerServer,
+            connectTimeoutMs: statementTimeoutMs,
+            lockWaitTimeoutS: Math.max(1, Math.floor(statementTimeoutMs / 2000)),
+          })
         : postgresTicketSource(s.knex, flavor, ref);
     return {
       name: s.name ?? `server${s.offset}`,

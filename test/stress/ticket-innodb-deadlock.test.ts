@@ -51,10 +51,31 @@ describe('InnoDB ticket table under 12 concurrent callers', () => {
       const [st] = await alloc.status();
       expect(st!.server?.engine).toBe('InnoDB');
       expect(st!.health).toBe('up');
-      // The load really was adversarial: lock conflicts happened (and were hidden from callers).
-      expect(st!.lockConflicts + noiseDeadlocks).toBeGreaterThan(0);
+      // How many conflicts this load meets varies (1–176 seen); the next test forces one
+      // deterministically, so the retry path is proven there, not by luck here.
       // Reported so a run shows whether this load met deadlocks (they vary run to run).
       console.log(`InnoDB, ${CALLERS} callers × ${EACH}: ${st!.lockConflicts} deadlocks/lock waits retried, none surfaced`);
+    } finally {
+      await alloc.close();
+    }
+  });
+
+  it('a row lock held elsewhere ends as a lock-wait error, is retried, and the caller gets an ID', async () => {
+    const alloc = createTicketAllocator({ servers: [{ knex: db.knex, offset: 1 }], statementTimeoutMs: 2000, timeoutMs: 20_000 });
+    const holder = db.another();
+    try {
+      await alloc.next();
+      const trx = await holder.transaction();
+      await trx.raw("SELECT * FROM idlease_ticket_schemes WHERE sequence_name = 'default' FOR UPDATE");
+      const pending = Promise.all([alloc.next(), alloc.next()]);
+      await new Promise((r) => setTimeout(r, 2500)); // past innodb_lock_wait_timeout (1 s)
+      await trx.commit();
+      const ids = await pending;
+      expect(new Set(ids.map(String)).size).toBe(2);
+      const [st] = await alloc.status();
+      expect(st!.lockConflicts).toBeGreaterThan(0);
+      expect(st!.health).toBe('up');
+      expect(st!.failures).toBe(0);
     } finally {
       await alloc.close();
     }
