@@ -23,7 +23,7 @@ import type { IdLayout } from '../layout/index.js';
 import { qualified, quoteIdent } from './detect.js';
 
 export const NEXT_ID_SEQUENCE = 'idlease_next_id_seq';
-const JUMP_FUNCTION = 'idlease_next_id_jump';
+const SLOW_FUNCTION = 'idlease_next_id_slow';
 /** First key of the two-int advisory lock space, so idlease's locks are recognisable in pg_locks. */
 export const NEXT_ID_LOCK_CLASS = 0x1d1ea5e;
 
@@ -55,7 +55,7 @@ export function nextIdDdl(o: NextIdObjects): { up: string[]; down: string[] } {
   const seq = qualified(f, o.schema, NEXT_ID_SEQUENCE);
   // regclass literal: resolved once per cached plan, independent of search_path.
   const seqLit = `'${seq}'::pg_catalog.regclass`;
-  const jump = qualified(f, o.schema, JUMP_FUNCTION);
+  const slow = qualified(f, o.schema, SLOW_FUNCTION);
   const { timeBits, shardBits, sequenceBits, epochMs } = o.layout;
   const S = int(sequenceBits);
   const shiftTime = int(shardBits + sequenceBits);
@@ -66,27 +66,42 @@ export function nextIdDdl(o: NextIdObjects): { up: string[]; down: string[] } {
   const k1 = int(NEXT_ID_LOCK_CLASS);
   const k2 = int(nextIdLockKey(o.schema));
   const nowCounter = `((pg_catalog.floor(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) * 1000)::int8 - ${epoch}) << ${S})`;
+  // The counter v with the shard slotted in between its time and sequence parts.
+  const compose = `((v >> ${S}) << ${shiftTime}) | ${shardPart} | (v & ${seqMask})`;
   const exhausted = `next_id(): the time field of ${o.schema}.next_id() is exhausted (${timeBits} time bits from epoch ${new Date(epochMs).toISOString()}); install a layout with more timeBits or a later epoch in a new schema`;
   return {
     up: [
       `CREATE SCHEMA IF NOT EXISTS ${s}`,
       // MAXVALUE is the last counter the time field can hold: nextval raises past it, never wraps.
       `CREATE SEQUENCE IF NOT EXISTS ${seq} AS bigint MINVALUE 0 MAXVALUE ${maxCounter} START 0 NO CYCLE`,
-      `CREATE OR REPLACE FUNCTION ${jump}(target bigint) RETURNS bigint
+      // The slow path, apart so next_id() itself is two statements (PL/pgSQL pays per statement).
+      // Takes the drawn counter (NULL when the shared lock was busy) and returns the finished ID.
+      `CREATE OR REPLACE FUNCTION ${slow}(drawn bigint) RETURNS bigint
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE AS $$
 DECLARE
-  v bigint;
+  v bigint := drawn;
+  target bigint;
   released boolean;
 BEGIN
+  IF v IS NULL THEN
+    -- The shared lock was busy: a jump is in progress; it lasts microseconds.
+    PERFORM pg_catalog.pg_advisory_xact_lock_shared(${k1}, ${k2});
+    v := pg_catalog.nextval(${seqLit});
+  END IF;
+  target := ${nowCounter};
+  IF v >= target THEN
+    RETURN ${compose};
+  END IF;
   IF target > ${maxCounter} THEN
     RAISE EXCEPTION '${exhausted}' USING ERRCODE = '22003';
   END IF;
+  -- Behind the clock: move the sequence up to it, but only if no other transaction holds the
+  -- shared lock (none can draw until we unlock). Otherwise keep v: unique, merely older.
   IF NOT pg_catalog.pg_try_advisory_lock(${k1}, ${k2}) THEN
-    RETURN NULL;
+    RETURN ${compose};
   END IF;
-  -- Exclusive: no other transaction holds the shared lock, so no nextval runs until we unlock.
-  -- Draw again: others may have drawn past target between the caller's nextval and now.
   BEGIN
+    -- Draw again: others may have drawn past target between our nextval and the lock.
     v := pg_catalog.nextval(${seqLit});
     IF v < target THEN
       v := pg_catalog.setval(${seqLit}, target);
@@ -96,26 +111,17 @@ BEGIN
     released := pg_catalog.pg_advisory_unlock(${k1}, ${k2});
     RAISE;
   END;
-  RETURN v;
+  RETURN ${compose};
 END
 $$`,
       `CREATE OR REPLACE FUNCTION ${s}.next_id() RETURNS bigint
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE AS $$
 DECLARE
   v bigint;
-  j bigint;
 BEGIN
-  IF NOT pg_catalog.pg_try_advisory_xact_lock_shared(${k1}, ${k2}) THEN
-    PERFORM pg_catalog.pg_advisory_xact_lock_shared(${k1}, ${k2});
-  END IF;
-  v := pg_catalog.nextval(${seqLit});
-  IF v < ${nowCounter} THEN
-    j := ${jump}(${nowCounter});
-    IF j IS NOT NULL THEN
-      v := j;
-    END IF;
-  END IF;
-  RETURN ((v >> ${S}) << ${shiftTime}) | ${shardPart} | (v & ${seqMask});
+  v := CASE WHEN pg_catalog.pg_try_advisory_xact_lock_shared(${k1}, ${k2}) THEN pg_catalog.nextval(${seqLit}) END;
+  -- NULL (lock busy) or behind the clock: the slow path. Otherwise the counter is the ID.
+  RETURN CASE WHEN v >= ${nowCounter} THEN ${compose} ELSE ${slow}(v) END;
 END
 $$`,
       `CREATE OR REPLACE FUNCTION ${s}.id_timestamp(id bigint) RETURNS timestamptz
@@ -134,7 +140,7 @@ $$`,
     ],
     down: [
       `DROP FUNCTION IF EXISTS ${s}.next_id()`,
-      `DROP FUNCTION IF EXISTS ${jump}(bigint)`,
+      `DROP FUNCTION IF EXISTS ${slow}(bigint)`,
       `DROP FUNCTION IF EXISTS ${s}.id_timestamp(bigint)`,
       `DROP FUNCTION IF EXISTS ${s}.id_shard(bigint)`,
       `DROP FUNCTION IF EXISTS ${s}.id_sequence(bigint)`,

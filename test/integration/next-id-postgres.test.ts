@@ -56,8 +56,8 @@ describe('next_id() on PostgreSQL', () => {
         WHERE n.nspname = 'nid' ORDER BY p.proname`,
     );
     const byName = Object.fromEntries(res.rows.map((r: { proname: string }) => [r.proname, r]));
-    expect(Object.keys(byName).sort()).toEqual(['id_sequence', 'id_shard', 'id_timestamp', 'idlease_next_id_jump', 'next_id']);
-    for (const name of ['next_id', 'idlease_next_id_jump']) {
+    expect(Object.keys(byName).sort()).toEqual(['id_sequence', 'id_shard', 'id_timestamp', 'idlease_next_id_slow', 'next_id']);
+    for (const name of ['next_id', 'idlease_next_id_slow']) {
       const p = byName[name];
       expect(p.lanname).toBe('plpgsql');
       expect(p.provolatile).toBe('v');
