@@ -25,9 +25,9 @@ import { decodeId, DEFAULT_LAYOUT } from '../src/layout/index.js';
 import { toBigInt } from '../src/ids.js';
 
 const BULK_ROWS = Number(process.env.IDLEASE_BENCH_ROWS ?? 1_000_000);
-const ROUNDS = Number(process.env.IDLEASE_BENCH_ROUNDS ?? 3);
+const ROUNDS = Number(process.env.IDLEASE_BENCH_ROUNDS ?? 5);
 const CONNECTIONS = 4;
-const SINGLE_SECONDS = Number(process.env.IDLEASE_BENCH_SECONDS ?? 5);
+const SINGLE_SECONDS = Number(process.env.IDLEASE_BENCH_SECONDS ?? 3);
 
 interface Contender {
   readonly name: string;
