@@ -7,7 +7,9 @@ import { IdleaseError } from '../../src/errors.js';
 
 /** Every object idlease can install on this flavor, so the fresh-vs-reinstalled comparison covers them all. */
 function everything(flavor: TestFlavor): MigrateOptions {
-  return flavor === 'mysql' ? { segments: true } : { segments: true, schema: 'ids' };
+  return flavor === 'mysql'
+    ? { segments: true, tickets: { sequences: ['default', 'orders'], engine: 'MyISAM', increment: 2, offset: 2 } }
+    : { segments: true, schema: 'ids', tickets: { sequences: ['default', 'orders'] }, nextId: [{ schema: 'ids_a', shard: 1 }, { schema: 'ids_b', shard: 2 }] };
 }
 
 async function hasTable(knex: Knex, name: string, schema?: string): Promise<boolean> {
@@ -69,7 +71,13 @@ describe.each(ALL_FLAVORS)('migrate() on %s', (flavor) => {
       // Both databases also hold the default install in the connection's schema.
       await migrate(fresh.knex);
     }
-    expect(await schemaSnapshot(db.knex, flavor)).toEqual(await schemaSnapshot(fresh.knex, flavor));
+    const reinstalled = await schemaSnapshot(db.knex, flavor);
+    // The comparison must see the objects themselves, or equality would prove nothing.
+    const seen = JSON.stringify(reinstalled);
+    for (const name of ['idlease_segments', 'idlease_tickets_orders', 'idlease_ticket_schemes', ...(flavor === 'mysql' ? ['MyISAM'] : ['next_id', 'ids_b'])]) {
+      expect(seen).toContain(name);
+    }
+    expect(reinstalled).toEqual(await schemaSnapshot(fresh.knex, flavor));
   });
 
   it('two concurrent migrate calls both succeed and install once', async () => {
