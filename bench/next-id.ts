@@ -126,7 +126,10 @@ export default async function run(): Promise<void> {
     console.log(`PostgreSQL ${(await knex.raw('SHOW server_version')).rows[0].server_version}; ${BULK_ROWS.toLocaleString('en')}-row INSERT … SELECT × ${ROUNDS} rounds (interleaved); single-row inserts from ${CONNECTIONS} connections, ${SINGLE_SECONDS} s × ${ROUNDS} rounds.\n`);
 
     const bulk: Array<Array<number | 'duplicate key'>> = CONTENDERS.map(() => []);
-    for (let r = 0; r < ROUNDS; r++) for (let i = 0; i < CONTENDERS.length; i++) bulk[i]!.push(await bulkOnce(knex, i));
+    // Each round runs every contender once, in an order rotated per round, so load from
+    // elsewhere on the machine falls on all of them alike; ratios are paired within a round.
+    const order = (r: number) => CONTENDERS.map((_, i) => (i + r) % CONTENDERS.length);
+    for (let r = 0; r < ROUNDS; r++) for (const i of order(r)) bulk[i]!.push(await bulkOnce(knex, i));
 
     // Duplicates: each generator once into a table without a key, counted afterwards.
     const dups: string[] = [];
@@ -140,7 +143,7 @@ export default async function run(): Promise<void> {
     const single: number[][] = CONTENDERS.map(() => []);
     const lags: number[] = [];
     for (let r = 0; r < ROUNDS; r++) {
-      for (let i = 0; i < CONTENDERS.length; i++) {
+      for (const i of order(r)) {
         await knex.raw(`TRUNCATE ${tableOf(i)}`);
         single[i]!.push(await singleRows(url, i, SINGLE_SECONDS));
         if (i === 1) {
@@ -153,9 +156,9 @@ export default async function run(): Promise<void> {
       }
     }
 
-    const baseBulk = median(bulk[0]!.filter((x): x is number => typeof x === 'number'));
-    const baseSingle = median(single[0]!);
-    console.log('| contender | bulk 1M rows: median s | × bigserial time | single-row: median rows/s | × bigserial rate |');
+    const pairedBulk = (i: number) => median(bulk[i]!.flatMap((x, r) => (typeof x === 'number' ? [x / (bulk[0]![r] as number)] : [])));
+    const pairedSingle = (i: number) => median(single[i]!.map((x, r) => x / single[0]![r]!));
+    console.log('| contender | bulk 1M rows: median s | × bigserial time (median of per-round ratios) | single-row: median rows/s | × bigserial rate (median of per-round ratios) |');
     console.log('|---|---:|---:|---:|---:|');
     for (const [i, c] of CONTENDERS.entries()) {
       const times = bulk[i]!.filter((x): x is number => typeof x === 'number');
@@ -163,7 +166,7 @@ export default async function run(): Promise<void> {
       const b = times.length > 0 ? median(times) : Number.NaN;
       const bulkCell = times.length > 0 ? `${(b / 1000).toFixed(2)}${failed > 0 ? ` (${failed}/${ROUNDS} rounds failed: duplicate key)` : ''}` : `failed: duplicate key (${failed}/${ROUNDS})`;
       const s = median(single[i]!);
-      console.log(`| ${c.name} | ${bulkCell} | ${times.length > 0 ? (b / baseBulk).toFixed(2) : '—'} | ${s.toFixed(0)} | ${(s / baseSingle).toFixed(2)} |`);
+      console.log(`| ${c.name} | ${bulkCell} | ${times.length > 0 ? pairedBulk(i).toFixed(2) : '—'} | ${s.toFixed(0)} | ${pairedSingle(i).toFixed(2)} |`);
     }
     console.log(`\nDuplicate IDs in one ${BULK_ROWS.toLocaleString('en')}-row INSERT … SELECT (no key): ${dups.join(', ')}`);
     console.log(`next_id(): newest single-row ID's time field vs the clock at the end of each round (ms behind): ${lags.join(', ')}`);

@@ -81,7 +81,7 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE AS $$
 DECLARE
   v bigint := drawn;
   target bigint;
-  released boolean;
+  locked boolean := false;
 BEGIN
   IF v IS NULL THEN
     -- The shared lock was busy: a jump is in progress; it lasts microseconds.
@@ -97,18 +97,22 @@ BEGIN
   END IF;
   -- Behind the clock: move the sequence up to it, but only if no other transaction holds the
   -- shared lock (none can draw until we unlock). Otherwise keep v: unique, merely older.
-  IF NOT pg_catalog.pg_try_advisory_lock(${k1}, ${k2}) THEN
-    RETURN ${compose};
-  END IF;
   BEGIN
+    -- Inside the block, so a cancel arriving right after the lock still reaches the unlock.
+    locked := pg_catalog.pg_try_advisory_lock(${k1}, ${k2});
+    IF NOT locked THEN
+      RETURN ${compose};
+    END IF;
     -- Draw again: others may have drawn past target between our nextval and the lock.
     v := pg_catalog.nextval(${seqLit});
     IF v < target THEN
       v := pg_catalog.setval(${seqLit}, target);
     END IF;
-    released := pg_catalog.pg_advisory_unlock(${k1}, ${k2});
+    locked := NOT pg_catalog.pg_advisory_unlock(${k1}, ${k2});
   EXCEPTION WHEN OTHERS OR QUERY_CANCELED THEN
-    released := pg_catalog.pg_advisory_unlock(${k1}, ${k2});
+    IF locked THEN
+      locked := NOT pg_catalog.pg_advisory_unlock(${k1}, ${k2});
+    END IF;
     RAISE;
   END;
   RETURN ${compose};
