@@ -8,6 +8,7 @@
  * Contenders, each as `id … PRIMARY KEY DEFAULT …` (the shape next_id() is meant for):
  *   bigserial                  the baseline
  *   idlease next_id()          this library (default layout 41/10/12, shard 5)
+ *   PL/pgSQL RETURN nextval()  a one-line PL/pgSQL function: the floor for any PL/pgSQL DEFAULT
  *   Instagram PL/pgSQL         the published function, verbatim but for the schema name
  *   Instagram SQL port         the same arithmetic as a plain SQL function (inlined, fast, and wrong)
  *   gen_random_uuid()          uuid PRIMARY KEY
@@ -37,6 +38,7 @@ interface Contender {
 const CONTENDERS: Contender[] = [
   { name: 'bigserial', column: 'id bigserial PRIMARY KEY' },
   { name: 'idlease next_id()', column: 'id bigint PRIMARY KEY DEFAULT bench_ours.next_id()' },
+  { name: 'PL/pgSQL RETURN nextval() (floor for any PL/pgSQL DEFAULT)', column: 'id bigint PRIMARY KEY DEFAULT insta5.plain_nextval()' },
   { name: 'Instagram PL/pgSQL', column: 'id bigint PRIMARY KEY DEFAULT insta5.next_id()' },
   { name: 'Instagram SQL port', column: 'id bigint PRIMARY KEY DEFAULT insta5.next_id_sql()' },
   { name: 'gen_random_uuid()', column: 'id uuid PRIMARY KEY DEFAULT gen_random_uuid()' },
@@ -60,6 +62,13 @@ BEGIN
     result := result | (seq_id);
 END;
 $$ LANGUAGE PLPGSQL`,
+  // The least a PL/pgSQL DEFAULT can do: what calling any PL/pgSQL function per row costs.
+  `CREATE OR REPLACE FUNCTION insta5.plain_nextval() RETURNS bigint LANGUAGE plpgsql AS $$
+BEGIN
+  RETURN nextval('insta5.plain_seq');
+END
+$$`,
+  'CREATE SEQUENCE insta5.plain_seq',
   `CREATE OR REPLACE FUNCTION insta5.next_id_sql() RETURNS bigint LANGUAGE sql AS $$
 SELECT ((FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint - 1314220021721) << 23) | (5 << 10) | (nextval('insta5.table_id_seq') % 1024)
 $$`,
