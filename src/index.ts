@@ -5,3 +5,5 @@ export { migrate, unlockMigrations, planMigrations, type MigrateOptions, type Mi
 export * from './segment/index.js';
 export * from './ticket/index.js';
 export * from './layout/index.js';
+export type { SegmentsMigrateOptions } from './migrations/segments.js';
+export type { NextIdMigrateOptions } from './migrations/next-id.js';
