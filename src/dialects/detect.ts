@@ -34,3 +34,8 @@ export function quoteIdent(flavor: Flavor, ident: string): string {
 export function qualified(flavor: Flavor, schema: string | undefined, name: string): string {
   return schema ? `${quoteIdent(flavor, schema)}.${quoteIdent(flavor, name)}` : quoteIdent(flavor, name);
 }
+
+/** DDL for a Postgres schema idlease installs into (validated identifier). */
+export function createSchemaSql(flavor: Flavor, schema: string): string {
+  return `CREATE SCHEMA IF NOT EXISTS ${quoteIdent(flavor, schema)}`;
+}

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { flavorOf, isPostgres, quoteIdent, type Flavor } from '../dialects/detect.js';
+import { createSchemaSql, flavorOf, isPostgres, type Flavor } from '../dialects/detect.js';
 import { IdleaseError } from '../errors.js';
 import { validateIdentifier } from '../identifiers.js';
 import { nextIdMigrations, resolveNextIdOptions, type NextIdMigrateOptions } from './next-id.js';
@@ -123,7 +123,7 @@ function isRetryableRace(err: unknown): boolean {
  */
 export async function migrate(knex: Knex, options: MigrateOptions = {}): Promise<MigrateResult> {
   const plan = planMigrations(flavorOf(knex), options);
-  if (plan.schema) await knex.raw(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent(plan.flavor, plan.schema)}`);
+  if (plan.schema) await knex.raw(createSchemaSql(plan.flavor, plan.schema));
   const config: Knex.MigratorConfig = {
     tableName: plan.migrationsTable,
     migrationSource: new InCodeSource(plan.migrations),
