@@ -7,5 +7,7 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 120_000,
     pool: 'forks',
+    // The JSON report feeds scripts/test-summary.mjs (tests per database) in CI.
+    reporters: ['default', ['json', { outputFile: 'test-results/vitest.json' }]],
   },
 });
