@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { REPO_ROOT, runCli, TSX_LOADER } from '../helpers/cli.js';
 
-describe('idlease migrate (CLI) on the embedded default', () => {
+describe('idlease migrate (CLI) on the embedded default (PGlite)', () => {
   let dir: string;
   beforeAll(() => { dir = mkdtempSync(path.join(tmpdir(), 'idlease-cli-')); });
   afterAll(() => rmSync(dir, { recursive: true, force: true }));

@@ -27,7 +27,7 @@ async function run(args: string[]): Promise<{ code: number; out: string; err: st
   }
 }
 
-describe('idlease CLI for next_id()', () => {
+describe('idlease CLI for next_id() on PostgreSQL', () => {
   it('migrate --next-id --shards installs one schema per shard; decode reads the IDs back', async () => {
     const up = await run(['--url', db.url, '--json', 'migrate', '--no-segments', '--next-id', '--next-id-schema', 'cli', '--shard', '2', '--shards', '2', '--sequence-bits', '10']);
     expect(up.err).toBe('');
