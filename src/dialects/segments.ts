@@ -3,6 +3,7 @@ import type { Knex } from 'knex';
 import { IdleaseError } from '../errors.js';
 import { MAX_INT64, toBigInt } from '../ids.js';
 import { type Flavor, qualified, quoteIdent } from './detect.js';
+import { affectedRows, rowsOf } from './results.js';
 
 export interface SegmentTableRef {
   readonly schema: string | undefined;
@@ -72,11 +73,6 @@ function table(t: Target): string {
   return qualified(t.flavor, t.ref.schema, t.ref.table);
 }
 
-/** Rows of a knex.raw result, whichever driver produced it. */
-function rowsOf(flavor: Flavor, res: unknown): Record<string, unknown>[] {
-  if (flavor === 'mysql') return (res as [Record<string, unknown>[]])[0];
-  return (res as { rows: Record<string, unknown>[] }).rows;
-}
 
 /** Missing table → NOT_MIGRATED (what to run); anything else passes through for the caller's retry policy. */
 export function translateSegmentError(err: unknown, t: Target): unknown {
@@ -175,8 +171,7 @@ export async function giveBackSegment(knex: Knex, t: Target, tag: string, expect
   const p = bigParam(t.flavor);
   const touch = t.flavor === 'mysql' ? '' : ', updated_at = now()';
   const res = await run(knex, t, `UPDATE ${tb} SET max_id = ${p}${touch} WHERE tag = ? AND max_id = ${p}`, [newMax.toString(), tag, expectedEnd.toString()], timeoutMs);
-  const affected = t.flavor === 'mysql' ? (res as [{ affectedRows: number }])[0].affectedRows : (res as { rowCount: number | null }).rowCount ?? 0;
-  return affected === 1;
+  return affectedRows(t.flavor, res) === 1;
 }
 
 function toRow(r: Record<string, unknown>): SegmentRow {
@@ -214,8 +209,7 @@ export async function insertSegmentRow(
       ? `INSERT IGNORE INTO ${table(t)} (tag, max_id, step, description) VALUES (?, ${p}, ?, ?)`
       : `INSERT INTO ${table(t)} (tag, max_id, step, description) VALUES (?, ${p}, ?, ?) ON CONFLICT (tag) DO NOTHING`;
   const res = await run(knex, t, sql, [row.tag, row.maxId.toString(), row.step, row.description], timeoutMs);
-  const affected = t.flavor === 'mysql' ? (res as [{ affectedRows: number }])[0].affectedRows : (res as { rowCount: number | null }).rowCount ?? 0;
-  return affected === 1;
+  return affectedRows(t.flavor, res) === 1;
 }
 
 /** Change the admin step; false when the tag has no row. */
@@ -224,8 +218,8 @@ export async function updateSegmentStep(knex: Knex, t: Target, tag: string, step
   const res = await run(knex, t, `UPDATE ${table(t)} SET step = ?${touch} WHERE tag = ?`, [step, tag]);
   if (t.flavor === 'mysql') {
     // affectedRows is 0 when the value is unchanged; tell "same step" from "no row".
-    if ((res as [{ affectedRows: number }])[0].affectedRows === 1) return true;
+    if (affectedRows(t.flavor, res) === 1) return true;
     return (await readSegmentRow(knex, t, tag)) !== undefined;
   }
-  return ((res as { rowCount: number | null }).rowCount ?? 0) === 1;
+  return affectedRows(t.flavor, res) === 1;
 }

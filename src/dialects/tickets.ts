@@ -9,6 +9,7 @@
  */
 import type { Knex } from 'knex';
 import { type Flavor, qualified, quoteIdent } from './detect.js';
+import { affectedRows, rowsOf } from './results.js';
 import { IdleaseError } from '../errors.js';
 import { toBigInt } from '../ids.js';
 
@@ -104,11 +105,6 @@ export function ticketsDdl(
   };
 }
 
-/** Rows from knex.raw, whatever the client. */
-function rowsOf(flavor: Flavor, res: unknown): Array<Record<string, unknown>> {
-  if (flavor === 'mysql') return (res as [Array<Record<string, unknown>>])[0];
-  return (res as { rows: Array<Record<string, unknown>> }).rows;
-}
 
 function isMissingObject(err: unknown): boolean {
   const e = err as { errno?: number; code?: string };
@@ -470,7 +466,7 @@ export async function fenceScheme(knex: Knex, flavor: Flavor, ref: TicketRef): P
       `UPDATE ${schemes} SET generation = generation + 1, is_open = ${flavor === 'mysql' ? '0' : 'false'} WHERE sequence_name = ?`,
       [ref.sequence],
     );
-    const changed = flavor === 'mysql' ? (res as [{ affectedRows: number }])[0].affectedRows : (res as { rowCount: number }).rowCount;
+    const changed = affectedRows(flavor, res);
     if (changed !== 1) throw notMigrated(ref, undefined);
     return readScheme(trx, flavor, ref);
   });
