@@ -146,8 +146,8 @@ describe.each(ALL_FLAVORS)('segment allocator on %s', (flavor) => {
   });
 });
 
-describe('idlease next / tag (CLI, real processes, embedded PGlite)', () => {
-  it('on a fresh checkout the embedded default creates the database, migrates, adds the tag and continues on the next run', async () => {
+describe('idlease next / tag (CLI, real processes)', () => {
+  it('on a fresh checkout the embedded default (PGlite) creates the database, migrates, adds the tag and continues on the next run', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'idlease-cli-'));
     try {
       const env = { IDLEASE_URL: '' };
