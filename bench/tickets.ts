@@ -80,6 +80,24 @@ function fmt(n: number): string {
   return Math.round(n).toLocaleString('en-US');
 }
 
+/**
+ * ROUNDS pairs of [a, b] measurements; the order inside a pair flips every round, so
+ * "whoever runs second" bias cancels and neighbour drift hits both sides of a pair.
+ */
+async function alternatingPairs(a: () => Promise<number>, b: () => Promise<number>): Promise<Array<[number, number]>> {
+  const pairs: Array<[number, number]> = [];
+  for (let r = 0; r < ROUNDS; r++) {
+    if (r % 2 === 0) {
+      const x = await a();
+      pairs.push([x, await b()]);
+    } else {
+      const y = await b();
+      pairs.push([await a(), y]);
+    }
+  }
+  return pairs;
+}
+
 export default async function run(): Promise<void> {
   const instances: ServerInstance[] = [];
   const handles: Knex[] = [];
@@ -104,37 +122,17 @@ export default async function run(): Promise<void> {
       const one = `one_${engine.toLowerCase()}`;
       const two = `two_${engine.toLowerCase()}`;
       const gen = (await readScheme(k1, 'mysql', { schema: undefined, sequence: one })).generation;
-      // Baseline and allocator alternate, ROUNDS pairs; the ratio is the median of the
-      // per-pair ratios, so drift from neighbours on a shared machine hits both sides of a pair.
-      const pairs: Array<[number, number]> = [];
-      // The order inside a pair flips every round, so "whoever runs second" bias cancels.
+      // The ratio is the median of the per-pair ratios.
       const rawRun = () => rawLoop(s1!.url, one, CONCURRENCY, { increment: 1, offset: 1 }, gen);
       const ourRun = () => allocLoop([{ knex: k1, offset: 1 }], one, CONCURRENCY);
-      for (let r = 0; r < ROUNDS; r++) {
-        if (r % 2 === 0) {
-          const x = await rawRun();
-          pairs.push([x, await ourRun()]);
-        } else {
-          const y = await ourRun();
-          pairs.push([await rawRun(), y]);
-        }
-      }
+      const pairs = await alternatingPairs(rawRun, ourRun);
       if (process.env.IDLEASE_BENCH_VERBOSE) console.log(engine, 'raw/idlease pairs', pairs.map((p) => p.map(Math.round).join('/')).join(' '));
       const raw = median(pairs.map((p) => p[0]));
       const ours = median(pairs.map((p) => p[1]));
       rows.push(`| ${engine} | allocator vs raw mysql2 loop, same statement, ${CONCURRENCY} conns, 1 server | ${fmt(raw)} | ${fmt(ours)} | ${median(pairs.map((p) => p[1] / p[0])).toFixed(2)}× | ≥ 0.9× |`);
-      const growth: Array<[number, number]> = [];
       const oneRun = () => allocLoop([{ knex: k1, offset: 1 }], two, CONCURRENCY, 2);
       const twoRun = () => allocLoop([{ knex: k1, offset: 1 }, { knex: k2, offset: 2 }], two, CONCURRENCY * 2);
-      for (let r = 0; r < ROUNDS; r++) {
-        if (r % 2 === 0) {
-          const x = await oneRun();
-          growth.push([x, await twoRun()]);
-        } else {
-          const y = await twoRun();
-          growth.push([await oneRun(), y]);
-        }
-      }
+      const growth = await alternatingPairs(oneRun, twoRun);
       rows.push(
         `| ${engine} | 2 servers (${CONCURRENCY * 2} callers) vs 1 server (${CONCURRENCY}), allocator | ${fmt(median(growth.map((g) => g[0])))} | ${fmt(median(growth.map((g) => g[1])))} | ${median(growth.map((g) => g[1] / g[0])).toFixed(2)}× | ≈ 2× |`,
       );

@@ -13,9 +13,7 @@ import {
   type TicketSource,
 } from '../dialects/tickets.js';
 import { IdleaseError, isIdleaseError } from '../errors.js';
-import { validateIdentifier } from '../identifiers.js';
-import { validateSequenceName } from '../migrations/tickets.js';
-import { backoffMs, isExhausted, refuseReason, validateServerSet } from './config.js';
+import { backoffMs, isExhausted, refuseReason, resolveServerSet } from './config.js';
 
 export interface TicketServerOptions {
   readonly knex: Knex;
@@ -151,13 +149,7 @@ function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export function createTicketAllocator(options: TicketAllocatorOptions): TicketAllocator {
-  if (options === null || typeof options !== 'object' || !Array.isArray(options.servers)) {
-    throw new IdleaseError('BAD_CONFIG', 'createTicketAllocator({ servers: [{ knex, offset: 1 }, …] }): servers is required.');
-  }
-  const increment = options.increment ?? options.servers.length;
-  validateServerSet(options.servers.map((s) => s?.offset), increment);
-  const sequence = validateSequenceName(options.sequence ?? 'default', 'sequence');
-  const schema = options.schema === undefined ? undefined : validateIdentifier(options.schema, 'schema');
+  const { increment, sequence, schema } = resolveServerSet(options, 'createTicketAllocator({ servers: [{ knex, offset: 1 }, …] })');
   const statementTimeoutMs = positiveInt(options.statementTimeoutMs, 'statementTimeoutMs', 2000);
   const timeoutMs = positiveInt(options.timeoutMs, 'timeoutMs', 5000);
   const lockRetries = positiveInt(options.lockRetries, 'lockRetries', 10);

@@ -1,6 +1,8 @@
 /** Validation and arithmetic for ticket server sets: pure, no I/O. */
 import { IdleaseError } from '../errors.js';
 import { MAX_INT64 } from '../ids.js';
+import { validateIdentifier } from '../identifiers.js';
+import { validateSequenceName } from '../migrations/tickets.js';
 
 /** MySQL's auto_increment_increment/offset range. */
 export const MAX_INCREMENT = 65535;
@@ -66,4 +68,29 @@ export function isExhausted(id: bigint): boolean {
 export function backoffMs(failures: number, initialMs: number, maxMs: number, random = Math.random()): number {
   const base = Math.min(maxMs, initialMs * 2 ** Math.min(Math.max(failures - 1, 0), 30));
   return Math.max(1, Math.min(maxMs, Math.round(base * (0.75 + 0.5 * random))));
+}
+
+/** What createTicketAllocator and reshardTickets both take: servers with offsets, and where the sequence lives. */
+export interface ServerSetInput {
+  readonly servers: ReadonlyArray<{ readonly offset: number } | null | undefined>;
+  readonly increment?: number;
+  readonly sequence?: string;
+  readonly schema?: string;
+}
+
+/**
+ * Validate a server set (offsets vs increment, default increment = number of servers) and
+ * the sequence/schema names; `usage` is the call shape shown when `servers` is missing.
+ */
+export function resolveServerSet(options: ServerSetInput, usage: string): { increment: number; sequence: string; schema: string | undefined } {
+  if (options === null || typeof options !== 'object' || !Array.isArray(options.servers)) {
+    throw new IdleaseError('BAD_CONFIG', `${usage}: servers is required.`);
+  }
+  const increment = options.increment ?? options.servers.length;
+  validateServerSet(options.servers.map((s) => s?.offset), increment);
+  return {
+    increment,
+    sequence: validateSequenceName(options.sequence ?? 'default', 'sequence'),
+    schema: options.schema === undefined ? undefined : validateIdentifier(options.schema, 'schema'),
+  };
 }

@@ -14,10 +14,8 @@ import type { Knex } from 'knex';
 import { flavorOf } from '../dialects/detect.js';
 import { fenceScheme, highestIssued, openScheme, type TicketScheme } from '../dialects/tickets.js';
 import { IdleaseError } from '../errors.js';
-import { validateIdentifier } from '../identifiers.js';
 import { MAX_INT64 } from '../ids.js';
-import { validateSequenceName } from '../migrations/tickets.js';
-import { firstAbove, validateServerSet } from './config.js';
+import { firstAbove, resolveServerSet } from './config.js';
 
 export interface ReshardOptions {
   /** The new set: every server with its new offset. */
@@ -38,13 +36,7 @@ export interface ReshardResult {
 }
 
 export async function reshardTickets(options: ReshardOptions): Promise<ReshardResult> {
-  if (options === null || typeof options !== 'object' || !Array.isArray(options.servers)) {
-    throw new IdleaseError('BAD_CONFIG', 'reshardTickets({ servers: [{ knex, offset }, …], increment }): servers is required.');
-  }
-  const increment = options.increment ?? options.servers.length;
-  validateServerSet(options.servers.map((s) => s?.offset), increment);
-  const sequence = validateSequenceName(options.sequence ?? 'default', 'sequence');
-  const schema = options.schema === undefined ? undefined : validateIdentifier(options.schema, 'schema');
+  const { increment, sequence, schema } = resolveServerSet(options, 'reshardTickets({ servers: [{ knex, offset }, …], increment })');
   const ref = { schema, sequence };
   const all = [
     ...options.servers.map((s) => ({ ...s, name: s.name ?? `server${s.offset}`, keep: true })),
