@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import { createSchemaSql, flavorOf, isPostgres, type Flavor } from '../dialects/detect.js';
+import { backoffMs } from '../backoff.js';
 import { IdleaseError } from '../errors.js';
 import { validateIdentifier } from '../identifiers.js';
 import { nextIdMigrations, resolveNextIdOptions, type NextIdMigrateOptions } from './next-id.js';
@@ -149,7 +150,7 @@ export async function migrate(knex: Knex, options: MigrateOptions = {}): Promise
           { cause: err },
         );
       }
-      await new Promise((r) => setTimeout(r, Math.min(1000, 25 * 2 ** Math.min(attempt, 6)) * (0.5 + Math.random())));
+      await new Promise((r) => setTimeout(r, backoffMs(attempt, 25, 1000)));
     }
   }
 }

@@ -1,7 +1,8 @@
 import { IdleaseError, isIdleaseError } from '../errors.js';
 import { MAX_INT64 } from '../ids.js';
 import { resolveSegmentOptions, type ResolvedSegmentOptions, type SegmentAllocatorOptions } from './options.js';
-import { backoffMs, chooseStep, ewma, preloadHorizonMs, preloadThreshold } from './step-policy.js';
+import { backoffMs } from '../backoff.js';
+import { chooseStep, ewma, preloadHorizonMs, preloadThreshold } from './step-policy.js';
 import { createKnexSegmentStore, type SegmentStore } from './store.js';
 import type { SegmentAllocator, SegmentEvent, SegmentStats } from './types.js';
 

@@ -55,8 +55,3 @@ export function ewma(previous: number | undefined, sample: number, alpha = 0.5):
   return previous === undefined ? sample : alpha * sample + (1 - alpha) * previous;
 }
 
-/** Retry delay for the attempt-th consecutive failure: doubling from minMs, capped at maxMs, with ±25% jitter. */
-export function backoffMs(attempt: number, minMs: number, maxMs: number, random: () => number = Math.random): number {
-  const base = Math.min(maxMs, minMs * 2 ** Math.min(attempt, 30));
-  return Math.max(1, Math.round(base * (0.75 + 0.5 * random())));
-}

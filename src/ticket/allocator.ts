@@ -13,7 +13,8 @@ import {
   type TicketSource,
 } from '../dialects/tickets.js';
 import { IdleaseError, isIdleaseError } from '../errors.js';
-import { backoffMs, isExhausted, refuseReason, resolveServerSet } from './config.js';
+import { backoffMs } from '../backoff.js';
+import { isExhausted, refuseReason, resolveServerSet } from './config.js';
 
 export interface TicketServerOptions {
   readonly knex: Knex;
@@ -211,7 +212,7 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
     s.probeTimer = setTimeout(() => {
       s.probeTimer = undefined;
       void probe(s);
-    }, backoffMs(s.failures, backoffInitialMs, backoffMaxMs));
+    }, backoffMs(s.failures - 1, backoffInitialMs, backoffMaxMs));
     s.probeTimer.unref();
   }
 

@@ -64,11 +64,6 @@ export function isExhausted(id: bigint): boolean {
   return id > MAX_INT64 || id < 0n;
 }
 
-/** Exponential backoff with jitter, bounded. */
-export function backoffMs(failures: number, initialMs: number, maxMs: number, random = Math.random()): number {
-  const base = Math.min(maxMs, initialMs * 2 ** Math.min(Math.max(failures - 1, 0), 30));
-  return Math.max(1, Math.min(maxMs, Math.round(base * (0.75 + 0.5 * random))));
-}
 
 /** What createTicketAllocator and reshardTickets both take: servers with offsets, and where the sequence lives. */
 export interface ServerSetInput {

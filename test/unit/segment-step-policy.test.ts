@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { backoffMs, chooseStep, preloadHorizonMs, preloadThreshold } from '../../src/segment/step-policy.js';
+import { backoffMs } from '../../src/backoff.js';
+import { chooseStep, preloadHorizonMs, preloadThreshold } from '../../src/segment/step-policy.js';
 
 const inputs = fc.record({
   rowStep: fc.integer({ min: 1, max: 2 ** 31 - 1 }),

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { backoffMs, belongsTo, firstAbove, isExhausted, refuseReason, validateServerSet } from '../../src/ticket/config.js';
+import { backoffMs } from '../../src/backoff.js';
+import { belongsTo, firstAbove, isExhausted, refuseReason, validateServerSet } from '../../src/ticket/config.js';
 import { resolveTicketsOptions } from '../../src/migrations/tickets.js';
 import { MAX_INT64 } from '../../src/ids.js';
 
@@ -77,7 +78,7 @@ describe('backoffMs', () => {
   it('grows, stays within [1, max], never NaN', () => {
     fc.assert(
       fc.property(fc.integer({ min: 0, max: 10_000 }), fc.integer({ min: 1, max: 1000 }), fc.integer({ min: 1, max: 60_000 }), fc.double({ min: 0, max: 1, noNaN: true }), (f, init, max, r) => {
-        const v = backoffMs(f, init, max, r);
+        const v = backoffMs(f, init, max, () => r);
         expect(v).toBeGreaterThanOrEqual(1);
         expect(v).toBeLessThanOrEqual(Math.max(1, max));
       }),
