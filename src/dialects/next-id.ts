@@ -13,7 +13,20 @@
  * jump happens. The shared lock is transaction-scoped (after the first call in a transaction
  * it is a local re-grant, which keeps bulk inserts fast); the jump lock is session-scoped and
  * released at once, and only tried: when another open transaction holds the shared lock the
- * caller keeps the value it drew (unique, just behind the clock) instead of waiting.
+ * caller keeps the value it drew (unique, just behind the clock) and its session backs off.
+ *
+ * Cost is what shapes the code. A bulk insert pays per row: one PL/pgSQL call, a lock re-grant,
+ * a cached nextval (the sequence has CACHE NEXT_ID_CACHE) and a dozen operators. A single-row
+ * insert pays per transaction, and there PL/pgSQL prepares every operator it runs afresh (about
+ * 1k instructions each), so the fast path is three short statements, the freshness test avoids
+ * date_part, and everything rare lives in a second function whose statements are prepared only
+ * when it runs. A draw may trail the clock by NEXT_ID_SLACK_MS before it is caught up, so the
+ * catch-up (a subtransaction, tens of thousands of instructions) happens at most about once per
+ * slack, not on every millisecond's first insert.
+ *
+ * Order: within a session IDs strictly increase. Across sessions they interleave within the
+ * slack: each session reserves NEXT_ID_CACHE values at a time, and a reserved value is served
+ * only while it is within the slack of the clock (older ones are skipped, never reused).
  *
  * DDL cannot take bind parameters, so the layout goes into the function bodies as integer
  * literals; every one comes from a validated layout and is checked to be an integer here.
@@ -24,6 +37,21 @@ import { qualified, quoteIdent } from './detect.js';
 
 export const NEXT_ID_SEQUENCE = 'idlease_next_id_seq';
 const SLOW_FUNCTION = 'idlease_next_id_slow';
+/**
+ * A draw up to this many ms behind the clock is served as it is: catching up costs a
+ * subtransaction, so it is done at most about once per NEXT_ID_SLACK_MS, not every millisecond.
+ */
+export const NEXT_ID_SLACK_MS = 3;
+/**
+ * Values each session reserves per trip to the sequence (its CACHE): a bulk insert touches the
+ * sequence's page once per NEXT_ID_CACHE rows instead of every row. Kept small because a reserved
+ * value can go stale while its session idles (then it is skipped, see the slow path).
+ */
+export const NEXT_ID_CACHE = 4;
+/** Year 287,000-odd: counters stop here even where the time field could go on (to_timestamp's range). */
+const NEXT_ID_LAST_UNIX_MS = 9_000_000_000_000_000;
+/** After a jump found another open transaction in the way, this session waits this long to try again. */
+export const NEXT_ID_RETRY_MS = 2;
 /** First key of the two-int advisory lock space, so idlease's locks are recognisable in pg_locks. */
 export const NEXT_ID_LOCK_CLASS = 0x1d1ea5e;
 
@@ -61,60 +89,91 @@ export function nextIdDdl(o: NextIdObjects): { up: string[]; down: string[] } {
   const shiftTime = int(shardBits + sequenceBits);
   const seqMask = int((1n << BigInt(sequenceBits)) - 1n);
   const shardPart = int(BigInt(o.shard) << BigInt(sequenceBits));
-  const maxCounter = int((1n << BigInt(timeBits + sequenceBits)) - 1n);
+  // The last counter: where the time field is full, or (for layouts of more than ~53 time bits)
+  // where the time would pass year 287,000 and leave to_timestamp's range, whichever comes first.
+  const lastMs = BigInt(Math.min(2 ** timeBits - 1, NEXT_ID_LAST_UNIX_MS - epochMs));
+  const maxCounter = int(((lastMs + 1n) << BigInt(sequenceBits)) - 1n);
   const epoch = int(epochMs);
   const k1 = int(NEXT_ID_LOCK_CLASS);
   const k2 = int(nextIdLockKey(o.schema));
-  const nowCounter = `((pg_catalog.floor(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) * 1000)::int8 - ${epoch}) << ${S})`;
-  // The counter v with the shard slotted in between its time and sequence parts.
-  const compose = `((v >> ${S}) << ${shiftTime}) | ${shardPart} | (v & ${seqMask})`;
+  // The clock as a counter, to the counter unit rather than the millisecond, so that it agrees
+  // with the fast path's test (else a draw could be stale there and fresh here, for up to 1 ms of
+  // calls); capped one past the last counter so the cast cannot overflow before the check.
+  const nowCounter = `LEAST((pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) * 1000 - ${epoch}) * ${int(1n << BigInt(sequenceBits))}, ${maxCounter}::float8 + 1)::bigint`;
+  // The counter v with the shard slotted in between its time and sequence parts:
+  // v + T * (2^shiftTime - 2^S) + shard * 2^S, where T = v >> S. Four operators, because in a
+  // single-row transaction PL/pgSQL pays for each operator node again (about 1k instructions).
+  const compose = `v + (v >> ${S}) * ${int((1n << BigInt(shardBits + sequenceBits)) - (1n << BigInt(sequenceBits)))} + ${shardPart}`;
+  // Is v at most the slack behind the clock? Compared as timestamps (to_timestamp is cheap,
+  // date_part parses its unit name on every call); the float is exact to well under a
+  // microsecond for any layout, and NULL (no draw) compares as not fresh. The constants fold.
+  // (No LEAST/GREATEST here: they skip NULLs.) The sequence's MAXVALUE keeps v in range.
+  const fresh = `pg_catalog.to_timestamp(v * (0.001::float8 / ${int(1n << BigInt(sequenceBits))}) + ${int(epochMs + NEXT_ID_SLACK_MS)}::float8 / 1000) > pg_catalog.clock_timestamp()`;
+  const slack = int(BigInt(NEXT_ID_SLACK_MS) << BigInt(sequenceBits));
+  const retryGuc = `idlease.next_id_retry_${o.schema}`;
+  const cache = int(NEXT_ID_CACHE);
   const exhausted = `next_id(): the time field of ${o.schema}.next_id() is exhausted (${timeBits} time bits from epoch ${new Date(epochMs).toISOString()}); install a layout with more timeBits or a later epoch in a new schema`;
   return {
     up: [
       `CREATE SCHEMA IF NOT EXISTS ${s}`,
       // MAXVALUE is the last counter the time field can hold: nextval raises past it, never wraps.
-      `CREATE SEQUENCE IF NOT EXISTS ${seq} AS bigint MINVALUE 0 MAXVALUE ${maxCounter} START 0 NO CYCLE`,
-      // The slow path, apart so next_id() itself is two statements (PL/pgSQL pays per statement).
-      // Takes the drawn counter (NULL when the shared lock was busy) and returns the finished ID.
+      `CREATE SEQUENCE IF NOT EXISTS ${seq} AS bigint MINVALUE 0 MAXVALUE ${maxCounter} START 0 CACHE ${cache} NO CYCLE`,
+      // The slow path: a draw more than the slack behind the clock, or none (NULL) because the
+      // shared lock was busy. Apart from next_id() so that its statements are prepared only in the
+      // transactions that run them; kept to few statements and operators for the same reason.
       `CREATE OR REPLACE FUNCTION ${slow}(drawn bigint) RETURNS bigint
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE AS $$
 DECLARE
   v bigint := drawn;
-  target bigint;
+  target bigint := ${nowCounter};
+  retry text;
   locked boolean := false;
+  burnt integer := 0;
 BEGIN
   IF v IS NULL THEN
-    -- The shared lock was busy: a jump is in progress; it lasts microseconds.
+    -- A jump is in progress; it lasts microseconds.
     PERFORM pg_catalog.pg_advisory_xact_lock_shared(${k1}, ${k2});
     v := pg_catalog.nextval(${seqLit});
-  END IF;
-  target := ${nowCounter};
-  IF v >= target THEN
-    RETURN ${compose};
+    IF v >= target - ${slack} THEN
+      RETURN ${compose};
+    END IF;
   END IF;
   IF target > ${maxCounter} THEN
     RAISE EXCEPTION '${exhausted}' USING ERRCODE = '22003';
   END IF;
-  -- Behind the clock: move the sequence up to it, but only if no other transaction holds the
-  -- shared lock (none can draw until we unlock). Otherwise keep v: unique, merely older.
+  -- Stale only because this session's cache is (values it reserved a while ago) while the
+  -- sequence itself is fresh: draw on through the cache; the skipped values are never used.
+  IF pg_catalog.pg_sequence_last_value(${seqLit}) >= target - ${slack} THEN
+    WHILE v < target - ${slack} AND burnt < ${cache} LOOP
+      v := pg_catalog.nextval(${seqLit});
+      burnt := burnt + 1;
+    END LOOP;
+    RETURN ${compose};
+  END IF;
+  -- Move the sequence up to the clock, only while no other transaction holds the shared lock:
+  -- then none can draw until the jump is over. The exclusive lock is session-scoped so that it
+  -- ends with the jump, not with the caller's transaction; the block releases it on any error
+  -- or cancel as well.
   BEGIN
-    -- Inside the block, so a cancel arriving right after the lock still reaches the unlock.
     locked := pg_catalog.pg_try_advisory_lock(${k1}, ${k2});
-    IF NOT locked THEN
+    IF locked THEN
+      -- The sequence's own value covers every value any session has drawn or holds in its
+      -- cache, and none can draw now: setting it to at least that never moves it back. setval
+      -- also empties this session's cache, so the next draw is fresh.
+      v := pg_catalog.setval(${seqLit}, GREATEST(pg_catalog.pg_sequence_last_value(${seqLit}), target));
+      v := pg_catalog.nextval(${seqLit});
+      locked := NOT pg_catalog.pg_advisory_unlock(${k1}, ${k2});
       RETURN ${compose};
     END IF;
-    -- Draw again: others may have drawn past target between our nextval and the lock.
-    v := pg_catalog.nextval(${seqLit});
-    IF v < target THEN
-      v := pg_catalog.setval(${seqLit}, target);
-    END IF;
-    locked := NOT pg_catalog.pg_advisory_unlock(${k1}, ${k2});
   EXCEPTION WHEN OTHERS OR QUERY_CANCELED THEN
     IF locked THEN
       locked := NOT pg_catalog.pg_advisory_unlock(${k1}, ${k2});
     END IF;
     RAISE;
   END;
+  -- Another open transaction has used next_id(): until the back-off deadline (this session's,
+  -- in Unix seconds) next_id() serves stale draws as they are instead of coming back here.
+  retry := pg_catalog.set_config('${retryGuc}', (pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) + ${NEXT_ID_RETRY_MS / 1000})::text, false);
   RETURN ${compose};
 END
 $$`,
@@ -124,8 +183,15 @@ DECLARE
   v bigint;
 BEGIN
   v := CASE WHEN pg_catalog.pg_try_advisory_xact_lock_shared(${k1}, ${k2}) THEN pg_catalog.nextval(${seqLit}) END;
-  -- NULL (lock busy) or behind the clock: the slow path. Otherwise the counter is the ID.
-  RETURN CASE WHEN v >= ${nowCounter} THEN ${compose} ELSE ${slow}(v) END;
+  IF ${fresh} THEN
+    RETURN ${compose};
+  END IF;
+  -- Stale, but a catch-up just found another transaction in the way: serve it as it is (unique,
+  -- merely older) until this session's back-off has passed, without a call to the slow path.
+  IF v IS NOT NULL AND pg_catalog.clock_timestamp() < pg_catalog.to_timestamp(NULLIF(pg_catalog.current_setting('${retryGuc}', true), '')::float8) THEN
+    RETURN ${compose};
+  END IF;
+  RETURN ${slow}(v);
 END
 $$`,
       `CREATE OR REPLACE FUNCTION ${s}.id_timestamp(id bigint) RETURNS timestamptz
