@@ -15,6 +15,11 @@
  * The SQL port's duplicates are counted on a table without a primary key (with one, its
  * insert simply fails on the first duplicate).
  *
+ * Method: this shared 2-core VM's speed drifts by tens of percent over seconds, so every
+ * contender is measured right next to a bigserial run (pair order alternating by round) and its
+ * ratio is the median of those paired ratios: bulk ROUNDS pairs, single-row SINGLE_ROUNDS pairs
+ * of SINGLE_SECONDS each.
+ *
  * The competitors' DDL lives here, not in src/dialects: it is the thing measured against,
  * never part of the library.
  */
@@ -27,8 +32,9 @@ import { toBigInt } from '../src/ids.js';
 
 const BULK_ROWS = Number(process.env.IDLEASE_BENCH_ROWS ?? 1_000_000);
 const ROUNDS = Number(process.env.IDLEASE_BENCH_ROUNDS ?? 5);
+const SINGLE_ROUNDS = Number(process.env.IDLEASE_BENCH_SINGLE_ROUNDS ?? 12);
 const CONNECTIONS = 4;
-const SINGLE_SECONDS = Number(process.env.IDLEASE_BENCH_SECONDS ?? 3);
+const SINGLE_SECONDS = Number(process.env.IDLEASE_BENCH_SECONDS ?? 1.5);
 
 interface Contender {
   readonly name: string;
@@ -136,55 +142,79 @@ export default async function run(): Promise<void> {
     for (const [i, c] of CONTENDERS.entries()) await knex.raw(`CREATE TABLE ${tableOf(i)} (${c.column}, x bigint NOT NULL)`);
     await knex.raw('CREATE TABLE bench_dups (id bigint NOT NULL, x bigint NOT NULL)');
 
-    console.log(`PostgreSQL ${(await knex.raw('SHOW server_version')).rows[0].server_version}; ${BULK_ROWS.toLocaleString('en')}-row INSERT … SELECT × ${ROUNDS} rounds (interleaved); single-row inserts from ${CONNECTIONS} connections, ${SINGLE_SECONDS} s × ${ROUNDS} rounds.\n`);
+    const syncCommit = process.env.IDLEASE_BENCH_SYNC_COMMIT === 'on' ? 'on' : 'off';
+    console.log(`PostgreSQL ${(await knex.raw('SHOW server_version')).rows[0].server_version}; ${BULK_ROWS.toLocaleString('en')}-row INSERT … SELECT, ${ROUNDS} pairs per contender; single-row autocommit inserts from ${CONNECTIONS} connections (synchronous_commit=${syncCommit}), ${SINGLE_ROUNDS} pairs of ${SINGLE_SECONDS} s per contender. Each pair: the contender next to a bigserial run.\n`);
 
+    // Each contender right next to a bigserial run, the pair's order alternating by round:
+    // ratios come from adjacent runs, so the machine's drift falls on both sides of each.
     const bulk: Array<Array<number | 'duplicate key'>> = CONTENDERS.map(() => []);
-    // Each round runs every contender once, in an order rotated per round, so load from
-    // elsewhere on the machine falls on all of them alike; ratios are paired within a round.
-    const order = (r: number) => CONTENDERS.map((_, i) => (i + r) % CONTENDERS.length);
-    for (let r = 0; r < ROUNDS; r++) for (const i of order(r)) bulk[i]!.push(await bulkOnce(knex, i));
+    const bulkBase: number[][] = CONTENDERS.map(() => []);
+    for (let r = 0; r < ROUNDS; r++) {
+      for (let i = 1; i < CONTENDERS.length; i++) {
+        const pair = r % 2 === 0 ? [0, i] : [i, 0];
+        for (const j of pair) {
+          const t = await bulkOnce(knex, j);
+          if (j === 0) {
+            if (typeof t !== 'number') throw new Error('bigserial failed');
+            bulkBase[i]!.push(t);
+            bulk[0]!.push(t);
+          } else bulk[i]!.push(t);
+        }
+      }
+    }
 
     // Duplicates: each generator once into a table without a key, counted afterwards.
     const dups: string[] = [];
     for (const [fn, label] of [['insta5.next_id_sql()', 'SQL port'], ['insta5.next_id()', 'PL/pgSQL'], ['bench_ours.next_id()', 'next_id()']] as const) {
       await knex.raw('TRUNCATE bench_dups');
       await knex.raw(`INSERT INTO bench_dups (id, x) SELECT ${fn}, g FROM generate_series(1, ?) g`, [BULK_ROWS]);
-      const d = (await knex.raw('SELECT (count(*) - count(DISTINCT id))::int AS d FROM bench_dups')).rows[0].d as number;
-      dups.push(`${label}: ${d}`);
+      const d = (await knex.raw('SELECT (count(*) - count(DISTINCT id))::int AS d, (count(*) - count(id))::int AS n FROM bench_dups')).rows[0];
+      dups.push(`${label}: ${d.d}${d.n > 0 ? ` (and ${d.n} NULL)` : ''}`);
     }
 
     const single: number[][] = CONTENDERS.map(() => []);
+    const singleBase: number[][] = CONTENDERS.map(() => []);
     const lags: number[] = [];
-    for (let r = 0; r < ROUNDS; r++) {
-      for (const i of order(r)) {
-        await knex.raw(`TRUNCATE ${tableOf(i)}`);
-        single[i]!.push(await singleRows(url, i, SINGLE_SECONDS));
-        if (i === 1) {
-          // How far the newest ID's time field trails the clock: a jump up to the clock is skipped
-          // while another open transaction holds the shared lock (the ID stays unique, just older).
-          const end = Date.now();
-          const hi = (await knex.raw(`SELECT max(id) AS hi FROM ${tableOf(1)}`)).rows[0].hi;
-          lags.push(end - decodeId(toBigInt(hi), DEFAULT_LAYOUT).unixMs);
+    for (let r = 0; r < SINGLE_ROUNDS; r++) {
+      for (let i = 1; i < CONTENDERS.length; i++) {
+        const pair = r % 2 === 0 ? [0, i] : [i, 0];
+        for (const j of pair) {
+          await knex.raw(`TRUNCATE ${tableOf(j)}`);
+          const rate = await singleRows(url, j, SINGLE_SECONDS);
+          if (j === 0) {
+            singleBase[i]!.push(rate);
+            single[0]!.push(rate);
+          } else single[i]!.push(rate);
+          if (j === 1) {
+            // How far the newest ID's time field trails the clock: a catch-up is skipped while
+            // another open transaction holds the shared lock (the ID stays unique, just older).
+            const end = Date.now();
+            const hi = (await knex.raw(`SELECT max(id) AS hi FROM ${tableOf(1)}`)).rows[0].hi;
+            lags.push(end - decodeId(toBigInt(hi), DEFAULT_LAYOUT).unixMs);
+          }
         }
       }
     }
 
-    const pairedBulk = (i: number) => median(bulk[i]!.flatMap((x, r) => (typeof x === 'number' ? [x / (bulk[0]![r] as number)] : [])));
-    const pairedSingle = (i: number) => median(single[i]!.map((x, r) => x / single[0]![r]!));
-    console.log('| contender | bulk 1M rows: median s | × bigserial time (median of per-round ratios) | single-row: median rows/s | × bigserial rate (median of per-round ratios) |');
+    const pairedBulk = (i: number) => (i === 0 ? 1 : median(bulk[i]!.flatMap((x, r) => (typeof x === 'number' ? [x / bulkBase[i]![r]!] : []))));
+    const pairedSingle = (i: number) => (i === 0 ? 1 : median(single[i]!.map((x, r) => x / singleBase[i]![r]!)));
+    const spread = (xs: number[]) => { const s = [...xs].sort((a, b) => a - b); return `${s[0]!.toFixed(2)}–${s[s.length - 1]!.toFixed(2)}`; };
+    const bulkRatios = (i: number) => bulk[i]!.flatMap((x, r) => (typeof x === 'number' ? [x / bulkBase[i]![r]!] : []));
+    const singleRatios = (i: number) => single[i]!.map((x, r) => x / singleBase[i]![r]!);
+    console.log(`| contender | bulk: median s | × bigserial's time: median (range) of ${ROUNDS} pairs | single-row: median rows/s | × bigserial's rate: median (range) of ${SINGLE_ROUNDS} pairs |`);
     console.log('|---|---:|---:|---:|---:|');
     for (const [i, c] of CONTENDERS.entries()) {
       const times = bulk[i]!.filter((x): x is number => typeof x === 'number');
       const failed = bulk[i]!.length - times.length;
-      const b = times.length > 0 ? median(times) : Number.NaN;
-      const bulkCell = times.length > 0 ? `${(b / 1000).toFixed(2)}${failed > 0 ? ` (${failed}/${ROUNDS} rounds failed: duplicate key)` : ''}` : `failed: duplicate key (${failed}/${ROUNDS})`;
-      const s = median(single[i]!);
-      console.log(`| ${c.name} | ${bulkCell} | ${times.length > 0 ? pairedBulk(i).toFixed(2) : '—'} | ${s.toFixed(0)} | ${pairedSingle(i).toFixed(2)} |`);
+      const bulkCell = times.length > 0 ? `${(median(times) / 1000).toFixed(2)}${failed > 0 ? ` (${failed}/${bulk[i]!.length} runs failed: duplicate key)` : ''}` : `failed: duplicate key (${failed}/${bulk[i]!.length})`;
+      const bulkRatio = i === 0 ? '1' : times.length > 0 ? `${pairedBulk(i).toFixed(2)} (${spread(bulkRatios(i))})` : '—';
+      const singleRatio = i === 0 ? '1' : `${pairedSingle(i).toFixed(2)} (${spread(singleRatios(i))})`;
+      console.log(`| ${c.name} | ${bulkCell} | ${bulkRatio} | ${median(single[i]!).toFixed(0)} | ${singleRatio} |`);
     }
     console.log(`\nDuplicate IDs in one ${BULK_ROWS.toLocaleString('en')}-row INSERT … SELECT (no key): ${dups.join(', ')}`);
-    console.log(`next_id(): newest single-row ID's time field vs the clock at the end of each round (ms behind): ${lags.join(', ')}`);
-    console.log(`Raw bulk times (ms): ${CONTENDERS.map((c, i) => `${c.name}=[${bulk[i]!.map((x) => (typeof x === 'number' ? x.toFixed(0) : x)).join(', ')}]`).join('; ')}`);
-    console.log(`Raw single-row rates (rows/s): ${CONTENDERS.map((c, i) => `${c.name}=[${single[i]!.map((x) => x.toFixed(0)).join(', ')}]`).join('; ')}`);
+    console.log(`next_id(): newest single-row ID's time field behind the clock at the end of each run, ms: median ${median(lags)}, max ${Math.max(...lags)}`);
+    console.log(`Paired bulk ratios: ${CONTENDERS.slice(1).map((c, k) => `${c.name}=[${bulkRatios(k + 1).map((x) => x.toFixed(2)).join(', ')}]`).join('; ')}`);
+    console.log(`Paired single-row ratios: ${CONTENDERS.slice(1).map((c, k) => `${c.name}=[${singleRatios(k + 1).map((x) => x.toFixed(2)).join(', ')}]`).join('; ')}`);
   } finally {
     await knex.destroy();
     await admin.raw(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`);

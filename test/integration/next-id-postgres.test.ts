@@ -131,25 +131,30 @@ describe('next_id() on PostgreSQL', () => {
     await install(db.knex, [{ schema: 'nid_c', shard: 10 }, { schema: 'nid_c1', shard: 11, sequenceBits: 1 }]);
     await table(db.knex, 'conc', 'nid_c');
     await table(db.knex, 'conc1', 'nid_c1');
-    const sessions = [db.knex, db.another(), db.another(), db.another()];
-    await Promise.all(
-      sessions.map(async (k, s) => {
-        for (let round = 0; round < 3; round++) {
-          const base = round * 1_000_000;
-          // A bulk insert per table in one transaction, then single-row autocommit inserts
-          // (those are what jump the sequence up to the clock, while others hold the shared lock).
-          await k.transaction(async (trx) => {
-            await trx.raw(`INSERT INTO conc (s, x) SELECT ?, ? + g FROM generate_series(1, 60000) g`, [s, base]);
-            await trx.raw(`INSERT INTO conc1 (s, x) SELECT ?, ? + g FROM generate_series(1, 20000) g`, [s, base]);
-          });
-          for (let i = 1; i <= 150; i++) {
-            await k.raw(`INSERT INTO conc (s, x) VALUES (?, ?)`, [s, base + 500_000 + i]);
-            await k.raw(`INSERT INTO conc1 (s, x) VALUES (?, ?)`, [s, base + 500_000 + i]);
-            if (i % 50 === 0) await new Promise((r) => setTimeout(r, 3));
+    // One connection per session: IDs strictly increase within a PostgreSQL session.
+    const sessions = Array.from({ length: 4 }, () => connect(db.url, { poolMax: 1 }));
+    try {
+      await Promise.all(
+        sessions.map(async (k, s) => {
+          for (let round = 0; round < 3; round++) {
+            const base = round * 1_000_000;
+            // A bulk insert per table in one transaction, then single-row autocommit inserts
+            // (those are what jump the sequence up to the clock, while others hold the shared lock).
+            await k.transaction(async (trx) => {
+              await trx.raw(`INSERT INTO conc (s, x) SELECT ?, ? + g FROM generate_series(1, 60000) g`, [s, base]);
+              await trx.raw(`INSERT INTO conc1 (s, x) SELECT ?, ? + g FROM generate_series(1, 20000) g`, [s, base]);
+            });
+            for (let i = 1; i <= 150; i++) {
+              await k.raw(`INSERT INTO conc (s, x) VALUES (?, ?)`, [s, base + 500_000 + i]);
+              await k.raw(`INSERT INTO conc1 (s, x) VALUES (?, ?)`, [s, base + 500_000 + i]);
+              if (i % 50 === 0) await new Promise((r) => setTimeout(r, 3));
+            }
           }
-        }
-      }),
-    );
+        }),
+      );
+    } finally {
+      await Promise.all(sessions.map((k) => k.destroy()));
+    }
     expect(await audit(db.knex, 'conc')).toEqual({ rows: 4 * 3 * 60_150, distinct: 4 * 3 * 60_150, notIncreasing: 0 });
     expect(await audit(db.knex, 'conc1')).toEqual({ rows: 4 * 3 * 20_150, distinct: 4 * 3 * 20_150, notIncreasing: 0 });
     const r = await one(db.knex, `SELECT count(*) FILTER (WHERE nid_c.id_shard(id) <> 10)::int AS bad FROM conc`);
@@ -228,6 +233,33 @@ describe('next_id() on PostgreSQL', () => {
       expect(decodeId(id, layout).unixMs).toBeGreaterThanOrEqual(before - NEXT_ID_SLACK_MS - 2);
     } finally {
       await Promise.all(sessions.map((k) => k.destroy()));
+    }
+  });
+
+  it('runs with the caller\'s privileges: USAGE and UPDATE on the sequence are enough, and without UPDATE the catch-up says so', async () => {
+    await install(db.knex, { schema: 'nid_priv', shard: 4 });
+    const role = `idl_app_${Math.random().toString(36).slice(2, 8)}`;
+    await db.knex.raw(`CREATE ROLE ${role} LOGIN`);
+    const u = new URL(db.url);
+    u.username = role;
+    const app = connect(u.toString(), { poolMax: 1 });
+    try {
+      await db.knex.raw(`GRANT USAGE ON SCHEMA nid_priv TO ${role}`);
+      await db.knex.raw(`GRANT USAGE ON SEQUENCE nid_priv.idlease_next_id_seq TO ${role}`);
+      // USAGE alone draws, but the first catch-up (the sequence is behind the clock) needs setval.
+      await expect(app.raw('SELECT nid_priv.next_id()')).rejects.toThrow(/permission denied for sequence idlease_next_id_seq/);
+      await db.knex.raw(`GRANT UPDATE ON SEQUENCE nid_priv.idlease_next_id_seq TO ${role}`);
+      const before = Date.now();
+      const id = toBigInt((await one(app, 'SELECT nid_priv.next_id() AS id')).id);
+      expect(decodeId(id, layout).shard).toBe(4);
+      expect(decodeId(id, layout).unixMs).toBeGreaterThanOrEqual(before - NEXT_ID_SLACK_MS - 2);
+      // The failed catch-up left no lock behind.
+      const locks = await one(db.knex, `SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND classid = ${NEXT_ID_LOCK_CLASS}`);
+      expect(locks.n).toBe(0);
+    } finally {
+      await app.destroy();
+      await db.knex.raw(`DROP OWNED BY ${role}`);
+      await db.knex.raw(`DROP ROLE ${role}`);
     }
   });
 
