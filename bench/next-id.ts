@@ -24,6 +24,8 @@
  * never part of the library.
  */
 import { randomBytes } from 'node:crypto';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import type { Knex } from 'knex';
 import { connect } from '../src/connect.js';
 import { migrate } from '../src/migrations/migrate.js';
@@ -89,20 +91,58 @@ function tableOf(i: number): string {
   return `bench_t${i}`;
 }
 
-async function bulkOnce(knex: Knex, i: number): Promise<number | 'duplicate key'> {
+type StartCount = () => Promise<() => Promise<number>>;
+
+/**
+ * Instructions executed, counted by `perf stat` (linux-perf) for one backend (`-p pid`) or the
+ * whole machine (`-a`): unlike seconds, a count this VM's neighbours cannot move. Null when
+ * perf cannot watch (not installed, or the server is on another machine).
+ */
+function perfCounter(target: string[]): StartCount | null {
+  if (spawnSync('perf', ['stat', '-x,', '-e', 'instructions', 'true']).status !== 0) return null;
+  return async () => {
+    const p = spawn('perf', ['stat', '-x,', '-e', 'instructions', ...target], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let out = '';
+    p.stderr.on('data', (d: Buffer) => (out += d.toString()));
+    await new Promise((r) => setTimeout(r, 200)); // perf attaches asynchronously
+    return async () => {
+      const closed = new Promise((r) => p.on('close', r));
+      p.kill('SIGINT');
+      await closed;
+      const line = out.split('\n').find((l) => l.includes('instructions'));
+      return line ? Number(line.split(',')[0]) : Number.NaN;
+    };
+  };
+}
+
+interface BulkRun {
+  readonly ms: number;
+  readonly instructions: number;
+}
+
+async function bulkOnce(knex: Knex, i: number, watch: StartCount | null): Promise<BulkRun | 'duplicate key'> {
   await knex.raw(`TRUNCATE ${tableOf(i)}`);
   await knex.raw('CHECKPOINT').catch(() => undefined);
+  const stop = watch ? await watch() : null;
   const t0 = performance.now();
   try {
     await knex.raw(`INSERT INTO ${tableOf(i)} (x) SELECT g FROM generate_series(1, ?) g`, [BULK_ROWS]);
   } catch (err) {
+    if (stop) await stop();
     if (/duplicate key/.test((err as Error).message)) return 'duplicate key';
     throw err;
   }
-  return performance.now() - t0;
+  const ms = performance.now() - t0;
+  return { ms, instructions: stop ? await stop() : Number.NaN };
 }
 
-async function singleRows(url: string, i: number, seconds: number): Promise<number> {
+interface SingleRun {
+  readonly rate: number;
+  /** Whole-machine instructions per insert (client included). */
+  readonly perInsert: number;
+}
+
+async function singleRows(url: string, i: number, seconds: number, watch: StartCount | null): Promise<SingleRun> {
   const pools = Array.from({ length: CONNECTIONS }, () => connect(url, { poolMax: 1 }));
   try {
     // Each autocommit insert would otherwise wait for its own WAL fsync, and on a shared disk that
@@ -110,6 +150,7 @@ async function singleRows(url: string, i: number, seconds: number): Promise<numb
     // IDLEASE_BENCH_SYNC_COMMIT=on to measure with durable commits anyway.
     const syncCommit = process.env.IDLEASE_BENCH_SYNC_COMMIT === 'on' ? 'on' : 'off';
     await Promise.all(pools.map((k) => k.raw(`SET synchronous_commit = ${syncCommit}`)));
+    const stop = watch ? await watch() : null;
     const stopAt = performance.now() + seconds * 1000;
     const counts = await Promise.all(
       pools.map(async (k, c) => {
@@ -121,7 +162,8 @@ async function singleRows(url: string, i: number, seconds: number): Promise<numb
         return n;
       }),
     );
-    return counts.reduce((a, b) => a + b, 0) / seconds;
+    const total = counts.reduce((a, b) => a + b, 0);
+    return { rate: total / seconds, perInsert: stop ? (await stop()) / total : Number.NaN };
   } finally {
     await Promise.all(pools.map((k) => k.destroy()));
   }
@@ -135,7 +177,8 @@ export default async function run(): Promise<void> {
   const u = new URL(serverUrl);
   u.pathname = '/' + dbName;
   const url = u.toString();
-  const knex = connect(url, { poolMax: 2 });
+  // One connection, so the backend that perf watches is the one running every bulk insert.
+  const knex = connect(url, { poolMax: 1 });
   try {
     await migrate(knex, { segments: false, nextId: { schema: 'bench_ours', shard: 5 } });
     for (const sql of INSTAGRAM) await knex.raw(sql);
@@ -147,19 +190,23 @@ export default async function run(): Promise<void> {
 
     // Each contender right next to a bigserial run, the pair's order alternating by round:
     // ratios come from adjacent runs, so the machine's drift falls on both sides of each.
+    const pid = (await knex.raw('SELECT pg_backend_pid() AS p')).rows[0].p as number;
+    const watch = existsSync(`/proc/${pid}`) ? perfCounter(['-p', String(pid)]) : null;
+    const watchAll = watch ? perfCounter(['-a']) : null;
     const bulk: Array<Array<number | 'duplicate key'>> = CONTENDERS.map(() => []);
     const bulkBase: number[][] = CONTENDERS.map(() => []);
+    const instr: number[][] = CONTENDERS.map(() => []);
     for (let r = 0; r < ROUNDS; r++) {
       for (let i = 1; i < CONTENDERS.length; i++) {
-        const pair = r % 2 === 0 ? [0, i] : [i, 0];
-        for (const j of pair) {
-          const t = await bulkOnce(knex, j);
-          if (j === 0) {
-            if (typeof t !== 'number') throw new Error('bigserial failed');
-            bulkBase[i]!.push(t);
-            bulk[0]!.push(t);
-          } else bulk[i]!.push(t);
-        }
+        const got = new Map<number, BulkRun | 'duplicate key'>();
+        for (const j of r % 2 === 0 ? [0, i] : [i, 0]) got.set(j, await bulkOnce(knex, j, watch));
+        const base = got.get(0);
+        const run = got.get(i)!;
+        if (typeof base !== 'object') throw new Error('bigserial failed');
+        bulkBase[i]!.push(base.ms);
+        bulk[0]!.push(base.ms);
+        bulk[i]!.push(typeof run === 'object' ? run.ms : run);
+        if (typeof run === 'object') instr[i]!.push(run.instructions / base.instructions);
       }
     }
 
@@ -174,17 +221,14 @@ export default async function run(): Promise<void> {
 
     const single: number[][] = CONTENDERS.map(() => []);
     const singleBase: number[][] = CONTENDERS.map(() => []);
+    const singleInstr: number[][] = CONTENDERS.map(() => []);
     const lags: number[] = [];
     for (let r = 0; r < SINGLE_ROUNDS; r++) {
       for (let i = 1; i < CONTENDERS.length; i++) {
-        const pair = r % 2 === 0 ? [0, i] : [i, 0];
-        for (const j of pair) {
+        const got = new Map<number, SingleRun>();
+        for (const j of r % 2 === 0 ? [0, i] : [i, 0]) {
           await knex.raw(`TRUNCATE ${tableOf(j)}`);
-          const rate = await singleRows(url, j, SINGLE_SECONDS);
-          if (j === 0) {
-            singleBase[i]!.push(rate);
-            single[0]!.push(rate);
-          } else single[i]!.push(rate);
+          got.set(j, await singleRows(url, j, SINGLE_SECONDS, watchAll));
           if (j === 1) {
             // How far the newest ID's time field trails the clock: a catch-up is skipped while
             // another open transaction holds the shared lock (the ID stays unique, just older).
@@ -193,6 +237,12 @@ export default async function run(): Promise<void> {
             lags.push(end - decodeId(toBigInt(hi), DEFAULT_LAYOUT).unixMs);
           }
         }
+        const base = got.get(0)!;
+        const run = got.get(i)!;
+        singleBase[i]!.push(base.rate);
+        single[0]!.push(base.rate);
+        single[i]!.push(run.rate);
+        singleInstr[i]!.push(run.perInsert / base.perInsert);
       }
     }
 
@@ -201,16 +251,20 @@ export default async function run(): Promise<void> {
     const spread = (xs: number[]) => { const s = [...xs].sort((a, b) => a - b); return `${s[0]!.toFixed(2)}–${s[s.length - 1]!.toFixed(2)}`; };
     const bulkRatios = (i: number) => bulk[i]!.flatMap((x, r) => (typeof x === 'number' ? [x / bulkBase[i]![r]!] : []));
     const singleRatios = (i: number) => single[i]!.map((x, r) => x / singleBase[i]![r]!);
-    console.log(`| contender | bulk: median s | × bigserial's time: median (range) of ${ROUNDS} pairs | single-row: median rows/s | × bigserial's rate: median (range) of ${SINGLE_ROUNDS} pairs |`);
-    console.log('|---|---:|---:|---:|---:|');
+    const counted = watch !== null;
+    console.log(`| contender | bulk: median s | × bigserial's time: median (range) of ${ROUNDS} pairs | × bigserial's instructions (backend) | single-row: median rows/s | × bigserial's rate: median (range) of ${SINGLE_ROUNDS} pairs | × bigserial's instructions per insert (machine) |`);
+    console.log('|---|---:|---:|---:|---:|---:|---:|');
     for (const [i, c] of CONTENDERS.entries()) {
       const times = bulk[i]!.filter((x): x is number => typeof x === 'number');
       const failed = bulk[i]!.length - times.length;
       const bulkCell = times.length > 0 ? `${(median(times) / 1000).toFixed(2)}${failed > 0 ? ` (${failed}/${bulk[i]!.length} runs failed: duplicate key)` : ''}` : `failed: duplicate key (${failed}/${bulk[i]!.length})`;
       const bulkRatio = i === 0 ? '1' : times.length > 0 ? `${pairedBulk(i).toFixed(2)} (${spread(bulkRatios(i))})` : '—';
       const singleRatio = i === 0 ? '1' : `${pairedSingle(i).toFixed(2)} (${spread(singleRatios(i))})`;
-      console.log(`| ${c.name} | ${bulkCell} | ${bulkRatio} | ${median(single[i]!).toFixed(0)} | ${singleRatio} |`);
+      const instrCell = i === 0 ? '1' : counted && instr[i]!.length > 0 ? median(instr[i]!).toFixed(2) : '—';
+      const singleInstrCell = i === 0 ? '1' : counted ? median(singleInstr[i]!).toFixed(2) : '—';
+      console.log(`| ${c.name} | ${bulkCell} | ${bulkRatio} | ${instrCell} | ${median(single[i]!).toFixed(0)} | ${singleRatio} | ${singleInstrCell} |`);
     }
+    if (!counted) console.log('\n(Instructions: not counted — needs the server on this machine and `perf` from linux-perf.)');
     console.log(`\nDuplicate IDs in one ${BULK_ROWS.toLocaleString('en')}-row INSERT … SELECT (no key): ${dups.join(', ')}`);
     console.log(`next_id(): newest single-row ID's time field behind the clock at the end of each run, ms: median ${median(lags)}, max ${Math.max(...lags)}`);
     console.log(`Paired bulk ratios: ${CONTENDERS.slice(1).map((c, k) => `${c.name}=[${bulkRatios(k + 1).map((x) => x.toFixed(2)).join(', ')}]`).join('; ')}`);
