@@ -173,6 +173,7 @@ BEGIN
   END;
   -- Another open transaction has used next_id(): until the back-off deadline (this session's,
   -- in Unix seconds) next_id() serves stale draws as they are instead of coming back here.
+  -- (An assignment rather than PERFORM, which would run a whole query.)
   retry := pg_catalog.set_config('${retryGuc}', (pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) + ${NEXT_ID_RETRY_MS / 1000})::text, false);
   RETURN ${compose};
 END
