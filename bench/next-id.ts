@@ -31,12 +31,17 @@ import { connect } from '../src/connect.js';
 import { migrate } from '../src/migrations/migrate.js';
 import { decodeId, DEFAULT_LAYOUT } from '../src/layout/index.js';
 import { toBigInt } from '../src/ids.js';
+import { median, pairOnce } from './pairs.js';
 
 const BULK_ROWS = Number(process.env.IDLEASE_BENCH_ROWS ?? 1_000_000);
 const ROUNDS = Number(process.env.IDLEASE_BENCH_ROUNDS ?? 5);
 const SINGLE_ROUNDS = Number(process.env.IDLEASE_BENCH_SINGLE_ROUNDS ?? 12);
 const CONNECTIONS = 4;
 const SINGLE_SECONDS = Number(process.env.IDLEASE_BENCH_SECONDS ?? 1.5);
+// Each autocommit insert would otherwise wait for its own WAL fsync, and on a shared disk that
+// wait (and its noise) swamps what is being compared: the cost of the DEFAULT. Say
+// IDLEASE_BENCH_SYNC_COMMIT=on to measure with durable commits anyway.
+const SYNC_COMMIT = process.env.IDLEASE_BENCH_SYNC_COMMIT === 'on' ? 'on' : 'off';
 
 interface Contender {
   readonly name: string;
@@ -81,11 +86,6 @@ $$`,
 SELECT ((FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint - 1314220021721) << 23) | (5 << 10) | (nextval('insta5.table_id_seq') % 1024)
 $$`,
 ];
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)]!;
-}
 
 function tableOf(i: number): string {
   return `bench_t${i}`;
@@ -145,11 +145,7 @@ interface SingleRun {
 async function singleRows(url: string, i: number, seconds: number, watch: StartCount | null): Promise<SingleRun> {
   const pools = Array.from({ length: CONNECTIONS }, () => connect(url, { poolMax: 1 }));
   try {
-    // Each autocommit insert would otherwise wait for its own WAL fsync, and on a shared disk that
-    // wait (and its noise) swamps what is being compared: the cost of the DEFAULT. Say
-    // IDLEASE_BENCH_SYNC_COMMIT=on to measure with durable commits anyway.
-    const syncCommit = process.env.IDLEASE_BENCH_SYNC_COMMIT === 'on' ? 'on' : 'off';
-    await Promise.all(pools.map((k) => k.raw(`SET synchronous_commit = ${syncCommit}`)));
+    await Promise.all(pools.map((k) => k.raw(`SET synchronous_commit = ${SYNC_COMMIT}`)));
     const stop = watch ? await watch() : null;
     const stopAt = performance.now() + seconds * 1000;
     const counts = await Promise.all(
@@ -185,11 +181,9 @@ export default async function run(): Promise<void> {
     for (const [i, c] of CONTENDERS.entries()) await knex.raw(`CREATE TABLE ${tableOf(i)} (${c.column}, x bigint NOT NULL)`);
     await knex.raw('CREATE TABLE bench_dups (id bigint NOT NULL, x bigint NOT NULL)');
 
-    const syncCommit = process.env.IDLEASE_BENCH_SYNC_COMMIT === 'on' ? 'on' : 'off';
-    console.log(`PostgreSQL ${(await knex.raw('SHOW server_version')).rows[0].server_version}; ${BULK_ROWS.toLocaleString('en')}-row INSERT … SELECT, ${ROUNDS} pairs per contender; single-row autocommit inserts from ${CONNECTIONS} connections (synchronous_commit=${syncCommit}), ${SINGLE_ROUNDS} pairs of ${SINGLE_SECONDS} s per contender. Each pair: the contender next to a bigserial run.\n`);
+    console.log(`PostgreSQL ${(await knex.raw('SHOW server_version')).rows[0].server_version}; ${BULK_ROWS.toLocaleString('en')}-row INSERT … SELECT, ${ROUNDS} pairs per contender; single-row autocommit inserts from ${CONNECTIONS} connections (synchronous_commit=${SYNC_COMMIT}), ${SINGLE_ROUNDS} pairs of ${SINGLE_SECONDS} s per contender. Each pair: the contender next to a bigserial run.\n`);
 
-    // Each contender right next to a bigserial run, the pair's order alternating by round:
-    // ratios come from adjacent runs, so the machine's drift falls on both sides of each.
+    // Each contender right next to a bigserial run (pairOnce): ratios come from adjacent runs.
     const pid = (await knex.raw('SELECT pg_backend_pid() AS p')).rows[0].p as number;
     const watch = existsSync(`/proc/${pid}`) ? perfCounter(['-p', String(pid)]) : null;
     const watchAll = watch ? perfCounter(['-a']) : null;
@@ -198,10 +192,7 @@ export default async function run(): Promise<void> {
     const instr: number[][] = CONTENDERS.map(() => []);
     for (let r = 0; r < ROUNDS; r++) {
       for (let i = 1; i < CONTENDERS.length; i++) {
-        const got = new Map<number, BulkRun | 'duplicate key'>();
-        for (const j of r % 2 === 0 ? [0, i] : [i, 0]) got.set(j, await bulkOnce(knex, j, watch));
-        const base = got.get(0);
-        const run = got.get(i)!;
+        const [base, run] = await pairOnce(r, () => bulkOnce(knex, 0, watch), () => bulkOnce(knex, i, watch));
         if (typeof base !== 'object') throw new Error('bigserial failed');
         bulkBase[i]!.push(base.ms);
         bulk[0]!.push(base.ms);
@@ -223,22 +214,21 @@ export default async function run(): Promise<void> {
     const singleBase: number[][] = CONTENDERS.map(() => []);
     const singleInstr: number[][] = CONTENDERS.map(() => []);
     const lags: number[] = [];
+    const singleOnce = async (j: number): Promise<SingleRun> => {
+      await knex.raw(`TRUNCATE ${tableOf(j)}`);
+      const run = await singleRows(url, j, SINGLE_SECONDS, watchAll);
+      if (j === 1) {
+        // How far the newest ID's time field trails the clock: a catch-up is skipped while
+        // another open transaction holds the shared lock (the ID stays unique, just older).
+        const end = Date.now();
+        const hi = (await knex.raw(`SELECT max(id) AS hi FROM ${tableOf(1)}`)).rows[0].hi;
+        lags.push(end - decodeId(toBigInt(hi), DEFAULT_LAYOUT).unixMs);
+      }
+      return run;
+    };
     for (let r = 0; r < SINGLE_ROUNDS; r++) {
       for (let i = 1; i < CONTENDERS.length; i++) {
-        const got = new Map<number, SingleRun>();
-        for (const j of r % 2 === 0 ? [0, i] : [i, 0]) {
-          await knex.raw(`TRUNCATE ${tableOf(j)}`);
-          got.set(j, await singleRows(url, j, SINGLE_SECONDS, watchAll));
-          if (j === 1) {
-            // How far the newest ID's time field trails the clock: a catch-up is skipped while
-            // another open transaction holds the shared lock (the ID stays unique, just older).
-            const end = Date.now();
-            const hi = (await knex.raw(`SELECT max(id) AS hi FROM ${tableOf(1)}`)).rows[0].hi;
-            lags.push(end - decodeId(toBigInt(hi), DEFAULT_LAYOUT).unixMs);
-          }
-        }
-        const base = got.get(0)!;
-        const run = got.get(i)!;
+        const [base, run] = await pairOnce(r, () => singleOnce(0), () => singleOnce(i));
         singleBase[i]!.push(base.rate);
         single[0]!.push(base.rate);
         single[i]!.push(run.rate);
@@ -246,11 +236,9 @@ export default async function run(): Promise<void> {
       }
     }
 
-    const pairedBulk = (i: number) => (i === 0 ? 1 : median(bulk[i]!.flatMap((x, r) => (typeof x === 'number' ? [x / bulkBase[i]![r]!] : []))));
-    const pairedSingle = (i: number) => (i === 0 ? 1 : median(single[i]!.map((x, r) => x / singleBase[i]![r]!)));
-    const spread = (xs: number[]) => { const s = [...xs].sort((a, b) => a - b); return `${s[0]!.toFixed(2)}–${s[s.length - 1]!.toFixed(2)}`; };
     const bulkRatios = (i: number) => bulk[i]!.flatMap((x, r) => (typeof x === 'number' ? [x / bulkBase[i]![r]!] : []));
     const singleRatios = (i: number) => single[i]!.map((x, r) => x / singleBase[i]![r]!);
+    const spread = (xs: number[]) => { const s = [...xs].sort((a, b) => a - b); return `${s[0]!.toFixed(2)}–${s[s.length - 1]!.toFixed(2)}`; };
     const counted = watch !== null;
     console.log(`| contender | bulk: median s | × bigserial's time: median (range) of ${ROUNDS} pairs | × bigserial's instructions (backend) | single-row: median rows/s | × bigserial's rate: median (range) of ${SINGLE_ROUNDS} pairs | × bigserial's instructions per insert (machine) |`);
     console.log('|---|---:|---:|---:|---:|---:|---:|');
@@ -258,8 +246,8 @@ export default async function run(): Promise<void> {
       const times = bulk[i]!.filter((x): x is number => typeof x === 'number');
       const failed = bulk[i]!.length - times.length;
       const bulkCell = times.length > 0 ? `${(median(times) / 1000).toFixed(2)}${failed > 0 ? ` (${failed}/${bulk[i]!.length} runs failed: duplicate key)` : ''}` : `failed: duplicate key (${failed}/${bulk[i]!.length})`;
-      const bulkRatio = i === 0 ? '1' : times.length > 0 ? `${pairedBulk(i).toFixed(2)} (${spread(bulkRatios(i))})` : '—';
-      const singleRatio = i === 0 ? '1' : `${pairedSingle(i).toFixed(2)} (${spread(singleRatios(i))})`;
+      const bulkRatio = i === 0 ? '1' : times.length > 0 ? `${median(bulkRatios(i)).toFixed(2)} (${spread(bulkRatios(i))})` : '—';
+      const singleRatio = i === 0 ? '1' : `${median(singleRatios(i)).toFixed(2)} (${spread(singleRatios(i))})`;
       const instrCell = i === 0 ? '1' : counted && instr[i]!.length > 0 ? median(instr[i]!).toFixed(2) : '—';
       const singleInstrCell = i === 0 ? '1' : counted ? median(singleInstr[i]!).toFixed(2) : '—';
       console.log(`| ${c.name} | ${bulkCell} | ${bulkRatio} | ${instrCell} | ${median(single[i]!).toFixed(0)} | ${singleRatio} | ${singleInstrCell} |`);

@@ -13,16 +13,12 @@ import { connect } from '../src/connect.js';
 import { migrate } from '../src/migrations/migrate.js';
 import { createTicketAllocator } from '../src/ticket/allocator.js';
 import { mysqlDrawSql, readScheme } from '../src/dialects/tickets.js';
+import { alternatingPairs, median } from './pairs.js';
 import { startMariadb, type ServerInstance } from '../test/helpers/servers.js';
 
 const SECONDS = Number(process.env.IDLEASE_BENCH_SECONDS ?? 1.5);
 const CONCURRENCY = 8;
 const ROUNDS = Number(process.env.IDLEASE_BENCH_ROUNDS ?? 3);
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)]!;
-}
 
 async function timed(concurrency: number, draw: () => Promise<unknown>): Promise<number> {
   const end = Date.now() + SECONDS * 1000;
@@ -80,24 +76,6 @@ function fmt(n: number): string {
   return Math.round(n).toLocaleString('en-US');
 }
 
-/**
- * ROUNDS pairs of [a, b] measurements; the order inside a pair flips every round, so
- * "whoever runs second" bias cancels and neighbour drift hits both sides of a pair.
- */
-async function alternatingPairs(a: () => Promise<number>, b: () => Promise<number>): Promise<Array<[number, number]>> {
-  const pairs: Array<[number, number]> = [];
-  for (let r = 0; r < ROUNDS; r++) {
-    if (r % 2 === 0) {
-      const x = await a();
-      pairs.push([x, await b()]);
-    } else {
-      const y = await b();
-      pairs.push([await a(), y]);
-    }
-  }
-  return pairs;
-}
-
 export default async function run(): Promise<void> {
   const instances: ServerInstance[] = [];
   const handles: Knex[] = [];
@@ -125,14 +103,14 @@ export default async function run(): Promise<void> {
       // The ratio is the median of the per-pair ratios.
       const rawRun = () => rawLoop(s1!.url, one, CONCURRENCY, { increment: 1, offset: 1 }, gen);
       const ourRun = () => allocLoop([{ knex: k1, offset: 1 }], one, CONCURRENCY);
-      const pairs = await alternatingPairs(rawRun, ourRun);
+      const pairs = await alternatingPairs(ROUNDS, rawRun, ourRun);
       if (process.env.IDLEASE_BENCH_VERBOSE) console.log(engine, 'raw/idlease pairs', pairs.map((p) => p.map(Math.round).join('/')).join(' '));
       const raw = median(pairs.map((p) => p[0]));
       const ours = median(pairs.map((p) => p[1]));
       rows.push(`| ${engine} | allocator vs raw mysql2 loop, same statement, ${CONCURRENCY} conns, 1 server | ${fmt(raw)} | ${fmt(ours)} | ${median(pairs.map((p) => p[1] / p[0])).toFixed(2)}× | ≥ 0.9× |`);
       const oneRun = () => allocLoop([{ knex: k1, offset: 1 }], two, CONCURRENCY, 2);
       const twoRun = () => allocLoop([{ knex: k1, offset: 1 }, { knex: k2, offset: 2 }], two, CONCURRENCY * 2);
-      const growth = await alternatingPairs(oneRun, twoRun);
+      const growth = await alternatingPairs(ROUNDS, oneRun, twoRun);
       rows.push(
         `| ${engine} | 2 servers (${CONCURRENCY * 2} callers) vs 1 server (${CONCURRENCY}), allocator | ${fmt(median(growth.map((g) => g[0])))} | ${fmt(median(growth.map((g) => g[1])))} | ${median(growth.map((g) => g[1] / g[0])).toFixed(2)}× | ≈ 2× |`,
       );

@@ -43,6 +43,16 @@ async function audit(knex: Knex, name: string): Promise<{ rows: number; distinct
   return { rows: r.rows, distinct: r.distinct_ids, notIncreasing: r.not_increasing };
 }
 
+/** idlease next_id() advisory locks held in this test's database (pg_locks spans the cluster). */
+async function heldNextIdLocks(): Promise<number> {
+  const res = await db.knex.raw(
+    `SELECT count(*)::int AS n FROM pg_locks
+      WHERE locktype = 'advisory' AND classid = ${NEXT_ID_LOCK_CLASS}
+        AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+  );
+  return res.rows[0].n;
+}
+
 async function one(knex: Knex, sql: string, bindings: readonly Knex.RawBinding[] = []): Promise<Record<string, unknown>> {
   const res = await knex.raw(sql, bindings);
   return res.rows[0];
@@ -232,8 +242,7 @@ describe('next_id() on PostgreSQL', () => {
         }),
       );
       expect(cancelled).toBeGreaterThan(0);
-      const locks = await one(db.knex, `SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND classid = ${NEXT_ID_LOCK_CLASS}`);
-      expect(locks.n).toBe(0);
+      expect(await heldNextIdLocks()).toBe(0);
       const r = await one(db.knex, 'SELECT count(*)::int AS rows, count(DISTINCT id)::int AS ids FROM cancelled');
       expect(r.ids).toBe(r.rows);
       // The catch-up still works: a new session's draw (none of the others' back-off) carries the current time.
@@ -265,8 +274,7 @@ describe('next_id() on PostgreSQL', () => {
       expect(decodeId(id, layout).shard).toBe(4);
       expect(decodeId(id, layout).unixMs).toBeGreaterThanOrEqual(before - NEXT_ID_SLACK_MS - 2);
       // The failed catch-up left no lock behind.
-      const locks = await one(db.knex, `SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND classid = ${NEXT_ID_LOCK_CLASS}`);
-      expect(locks.n).toBe(0);
+      expect(await heldNextIdLocks()).toBe(0);
     } finally {
       await app.destroy();
       await db.knex.raw(`DROP OWNED BY ${role}`);
