@@ -31,6 +31,7 @@ import { connect } from '../src/connect.js';
 import { migrate } from '../src/migrations/migrate.js';
 import { decodeId, DEFAULT_LAYOUT } from '../src/layout/index.js';
 import { toBigInt } from '../src/ids.js';
+import { NEXT_ID_SLOW_FUNCTION } from '../src/dialects/next-id.js';
 import { median, pairOnce } from './pairs.js';
 
 const BULK_ROWS = Number(process.env.IDLEASE_BENCH_ROWS ?? 1_000_000);
@@ -43,12 +44,14 @@ const SINGLE_SECONDS = Number(process.env.IDLEASE_BENCH_SECONDS ?? 1.5);
 // IDLEASE_BENCH_SYNC_COMMIT=on to measure with durable commits anyway.
 const SYNC_COMMIT = process.env.IDLEASE_BENCH_SYNC_COMMIT === 'on' ? 'on' : 'off';
 
-interface Contender {
+export const OURS = 'bench_ours';
+
+export interface Contender {
   readonly name: string;
   readonly column: string;
 }
 
-const CONTENDERS: Contender[] = [
+export const CONTENDERS: readonly Contender[] = [
   { name: 'bigserial', column: 'id bigserial PRIMARY KEY' },
   { name: 'idlease next_id()', column: 'id bigint PRIMARY KEY DEFAULT bench_ours.next_id()' },
   { name: 'PL/pgSQL RETURN nextval() (floor for any PL/pgSQL DEFAULT)', column: 'id bigint PRIMARY KEY DEFAULT insta5.plain_nextval()' },
@@ -87,8 +90,25 @@ SELECT ((FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint - 131422002
 $$`,
 ];
 
-function tableOf(i: number): string {
+export function tableOf(i: number): string {
   return `bench_t${i}`;
+}
+
+/** next_id() in schema OURS (shard 5), the competitors, and one table per contender: tableOf(i). */
+export async function installContenders(knex: Knex): Promise<void> {
+  await migrate(knex, { segments: false, nextId: { schema: OURS, shard: 5 } });
+  for (const sql of INSTAGRAM) await knex.raw(sql);
+  for (const [i, c] of CONTENDERS.entries()) await knex.raw(`CREATE TABLE ${tableOf(i)} (${c.column}, x bigint NOT NULL)`);
+}
+
+/**
+ * Catch-ups so far in this database: calls of next_id()'s slow path (counted for sessions with
+ * track_functions = pl, reported when a backend ends).
+ */
+export async function catchUpCount(knex: Knex): Promise<number> {
+  await knex.raw('SELECT pg_stat_clear_snapshot()');
+  const r = await knex.raw('SELECT coalesce(sum(calls), 0)::int AS n FROM pg_stat_user_functions WHERE schemaname = ? AND funcname = ?', [OURS, NEXT_ID_SLOW_FUNCTION]);
+  return r.rows[0].n as number;
 }
 
 type StartCount = () => Promise<() => Promise<number>>;
@@ -99,7 +119,9 @@ type StartCount = () => Promise<() => Promise<number>>;
  * perf cannot watch (not installed, or the server is on another machine).
  */
 function perfCounter(target: string[]): StartCount | null {
-  if (spawnSync('perf', ['stat', '-x,', '-e', 'instructions', 'true']).status !== 0) return null;
+  // perf runs on VMs without hardware counters too, and then says "<not supported>".
+  const probe = spawnSync('perf', ['stat', '-x,', '-e', 'instructions', 'true'], { encoding: 'utf8' });
+  if (probe.status !== 0 || !/^\d+,/m.test(probe.stderr ?? '')) return null;
   return async () => {
     const p = spawn('perf', ['stat', '-x,', '-e', 'instructions', ...target], { stdio: ['ignore', 'ignore', 'pipe'] });
     let out = '';
@@ -146,6 +168,8 @@ async function singleRows(url: string, i: number, seconds: number, watch: StartC
   const pools = Array.from({ length: CONNECTIONS }, () => connect(url, { poolMax: 1 }));
   try {
     await Promise.all(pools.map((k) => k.raw(`SET synchronous_commit = ${SYNC_COMMIT}`)));
+    // Counts calls of next_id()'s slow path (the catch-ups); a superuser setting, so best effort.
+    await Promise.all(pools.map((k) => k.raw(`SET track_functions = 'pl'`).catch(() => undefined)));
     const stop = watch ? await watch() : null;
     const stopAt = performance.now() + seconds * 1000;
     const counts = await Promise.all(
@@ -176,9 +200,7 @@ export default async function run(): Promise<void> {
   // One connection, so the backend that perf watches is the one running every bulk insert.
   const knex = connect(url, { poolMax: 1 });
   try {
-    await migrate(knex, { segments: false, nextId: { schema: 'bench_ours', shard: 5 } });
-    for (const sql of INSTAGRAM) await knex.raw(sql);
-    for (const [i, c] of CONTENDERS.entries()) await knex.raw(`CREATE TABLE ${tableOf(i)} (${c.column}, x bigint NOT NULL)`);
+    await installContenders(knex);
     await knex.raw('CREATE TABLE bench_dups (id bigint NOT NULL, x bigint NOT NULL)');
 
     console.log(`PostgreSQL ${(await knex.raw('SHOW server_version')).rows[0].server_version}; ${BULK_ROWS.toLocaleString('en')}-row INSERT … SELECT, ${ROUNDS} pairs per contender; single-row autocommit inserts from ${CONNECTIONS} connections (synchronous_commit=${SYNC_COMMIT}), ${SINGLE_ROUNDS} pairs of ${SINGLE_SECONDS} s per contender. Each pair: the contender next to a bigserial run.\n`);
@@ -214,10 +236,19 @@ export default async function run(): Promise<void> {
     const singleBase: number[][] = CONTENDERS.map(() => []);
     const singleInstr: number[][] = CONTENDERS.map(() => []);
     const lags: number[] = [];
+    const catchUpRates: number[] = [];
     const singleOnce = async (j: number): Promise<SingleRun> => {
       await knex.raw(`TRUNCATE ${tableOf(j)}`);
+      const before = j === 1 ? await catchUpCount(knex) : 0;
       const run = await singleRows(url, j, SINGLE_SECONDS, watchAll);
       if (j === 1) {
+        // The backends' counts arrive as they exit, just after the pools close.
+        let after = before;
+        for (let t = 0; t < 20 && after === before; t++) {
+          await new Promise((r) => setTimeout(r, 50));
+          after = await catchUpCount(knex);
+        }
+        catchUpRates.push((after - before) / (run.rate * SINGLE_SECONDS));
         // How far the newest ID's time field trails the clock: a catch-up is skipped while
         // another open transaction holds the shared lock (the ID stays unique, just older).
         const end = Date.now();
@@ -252,9 +283,10 @@ export default async function run(): Promise<void> {
       const singleInstrCell = i === 0 ? '1' : counted ? median(singleInstr[i]!).toFixed(2) : '—';
       console.log(`| ${c.name} | ${bulkCell} | ${bulkRatio} | ${instrCell} | ${median(single[i]!).toFixed(0)} | ${singleRatio} | ${singleInstrCell} |`);
     }
-    if (!counted) console.log('\n(Instructions: not counted — needs the server on this machine and `perf` from linux-perf.)');
+    if (!counted) console.log('\n(Instructions: not counted — needs the server on this machine and `perf` from linux-perf with hardware counters; `npm run bench -- next-id-cost` counts them under valgrind instead.)');
     console.log(`\nDuplicate IDs in one ${BULK_ROWS.toLocaleString('en')}-row INSERT … SELECT (no key): ${dups.join(', ')}`);
     console.log(`next_id(): newest single-row ID's time field behind the clock at the end of each run, ms: median ${median(lags)}, max ${Math.max(...lags)}`);
+    console.log(`next_id(): catch-ups (slow-path calls) per 1,000 single-row inserts: median ${(median(catchUpRates) * 1000).toFixed(0)} (${catchUpRates.every((x) => x === 0) ? 'none counted: track_functions needs a superuser' : `range ${(Math.min(...catchUpRates) * 1000).toFixed(0)}–${(Math.max(...catchUpRates) * 1000).toFixed(0)}`}); what one costs: npm run bench -- next-id-cost`);
     console.log(`Paired bulk ratios: ${CONTENDERS.slice(1).map((c, k) => `${c.name}=[${bulkRatios(k + 1).map((x) => x.toFixed(2)).join(', ')}]`).join('; ')}`);
     console.log(`Paired single-row ratios: ${CONTENDERS.slice(1).map((c, k) => `${c.name}=[${singleRatios(k + 1).map((x) => x.toFixed(2)).join(', ')}]`).join('; ')}`);
   } finally {

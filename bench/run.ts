@@ -1,15 +1,18 @@
 /**
- * `npm run bench [-- segment|tickets|next-id]`: every benchmark reports ratios against a
- * baseline measured in the same run, on the same machine.
+ * `npm run bench [-- segment|tickets|next-id|next-id-cost]`: every benchmark reports ratios
+ * against a baseline measured in the same run, on the same machine. Without a name: the three
+ * timed suites (next-id-cost counts instructions under valgrind and is asked for by name).
  */
 const suites: Record<string, () => Promise<{ default: () => Promise<void> }>> = {
   segment: () => import('./segment.js'),
   tickets: () => import('./tickets.js'),
   'next-id': () => import('./next-id.js'),
+  'next-id-cost': () => import('./next-id-cost.js'),
 };
+const byDefault = ['segment', 'tickets', 'next-id'];
 
 const wanted = process.argv.slice(2).filter((a) => !a.startsWith('-'));
-const names = wanted.length > 0 ? wanted : Object.keys(suites);
+const names = wanted.length > 0 ? wanted : byDefault;
 for (const name of names) {
   const load = suites[name];
   if (!load) {

@@ -36,7 +36,8 @@ import type { IdLayout } from '../layout/index.js';
 import { qualified, quoteIdent } from './detect.js';
 
 export const NEXT_ID_SEQUENCE = 'idlease_next_id_seq';
-const SLOW_FUNCTION = 'idlease_next_id_slow';
+/** The rare path (catch-up, busy lock): a function of its own; its calls count the catch-ups. */
+export const NEXT_ID_SLOW_FUNCTION = 'idlease_next_id_slow';
 /**
  * A draw up to this many ms behind the clock is served as it is: catching up costs a
  * subtransaction, so it is done at most about once per NEXT_ID_SLACK_MS, not every millisecond.
@@ -83,7 +84,7 @@ export function nextIdDdl(o: NextIdObjects): { up: string[]; down: string[] } {
   const seq = qualified(f, o.schema, NEXT_ID_SEQUENCE);
   // regclass literal: resolved once per cached plan, independent of search_path.
   const seqLit = `'${seq}'::pg_catalog.regclass`;
-  const slow = qualified(f, o.schema, SLOW_FUNCTION);
+  const slow = qualified(f, o.schema, NEXT_ID_SLOW_FUNCTION);
   const { timeBits, shardBits, sequenceBits, epochMs } = o.layout;
   const S = int(sequenceBits);
   const shiftTime = int(shardBits + sequenceBits);
@@ -103,7 +104,8 @@ export function nextIdDdl(o: NextIdObjects): { up: string[]; down: string[] } {
   // The counter v with the shard slotted in between its time and sequence parts:
   // v + T * (2^shiftTime - 2^S) + shard * 2^S, where T = v >> S. Four operators, because in a
   // single-row transaction PL/pgSQL pays for each operator node again (about 1k instructions).
-  const compose = `v + (v >> ${S}) * ${int((1n << BigInt(shardBits + sequenceBits)) - (1n << BigInt(sequenceBits)))} + ${shardPart}`;
+  const composeOf = (v: string) => `${v} + (${v} >> ${S}) * ${int((1n << BigInt(shardBits + sequenceBits)) - (1n << BigInt(sequenceBits)))} + ${shardPart}`;
+  const compose = composeOf('v');
   // Is v at most the slack behind the clock? Compared as timestamps (to_timestamp is cheap,
   // date_part parses its unit name on every call); the float is exact to well under a
   // microsecond for any layout, and NULL (no draw) compares as not fresh. The constants fold.
@@ -124,31 +126,28 @@ export function nextIdDdl(o: NextIdObjects): { up: string[]; down: string[] } {
       `CREATE OR REPLACE FUNCTION ${slow}(drawn bigint) RETURNS bigint
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE AS $$
 DECLARE
-  v bigint := drawn;
+  -- No other initialised variables: PL/pgSQL prepares each initialiser like a statement.
   target bigint := ${nowCounter};
+  locked boolean;
   retry text;
-  locked boolean := false;
-  burnt integer := 0;
 BEGIN
-  IF v IS NULL THEN
+  IF drawn IS NULL THEN
     -- A jump is in progress; it lasts microseconds.
     PERFORM pg_catalog.pg_advisory_xact_lock_shared(${k1}, ${k2});
-    v := pg_catalog.nextval(${seqLit});
-    IF v >= target - ${slack} THEN
-      RETURN ${compose};
+    drawn := pg_catalog.nextval(${seqLit});
+    IF drawn >= target - ${slack} THEN
+      RETURN ${composeOf('drawn')};
     END IF;
   END IF;
   IF target > ${maxCounter} THEN
     RAISE EXCEPTION '${exhausted}' USING ERRCODE = '22003';
   END IF;
   -- Stale only because this session's cache is (values it reserved a while ago) while the
-  -- sequence itself is fresh: draw on through the cache; the skipped values are never used.
+  -- sequence itself is fresh: draw past the cache (at most ${NEXT_ID_CACHE - 1} values left in it, so the last
+  -- of these draws comes from the sequence); the skipped values are never used.
   IF pg_catalog.pg_sequence_last_value(${seqLit}) >= target - ${slack} THEN
-    WHILE v < target - ${slack} AND burnt < ${cache} LOOP
-      v := pg_catalog.nextval(${seqLit});
-      burnt := burnt + 1;
-    END LOOP;
-    RETURN ${compose};
+    drawn := GREATEST(${Array.from({ length: NEXT_ID_CACHE }, () => `pg_catalog.nextval(${seqLit})`).join(', ')});
+    RETURN ${composeOf('drawn')};
   END IF;
   -- Move the sequence up to the clock, only while no other transaction holds the shared lock:
   -- then none can draw until the jump is over. The exclusive lock is session-scoped so that it
@@ -160,10 +159,10 @@ BEGIN
       -- The sequence's own value covers every value any session has drawn or holds in its
       -- cache, and none can draw now: setting it to at least that never moves it back. setval
       -- also empties this session's cache, so the next draw is fresh.
-      v := pg_catalog.setval(${seqLit}, GREATEST(pg_catalog.pg_sequence_last_value(${seqLit}), target));
-      v := pg_catalog.nextval(${seqLit});
+      drawn := pg_catalog.setval(${seqLit}, GREATEST(pg_catalog.pg_sequence_last_value(${seqLit}), target));
+      drawn := pg_catalog.nextval(${seqLit});
       locked := NOT pg_catalog.pg_advisory_unlock(${k1}, ${k2});
-      RETURN ${compose};
+      RETURN ${composeOf('drawn')};
     END IF;
   EXCEPTION WHEN OTHERS OR QUERY_CANCELED THEN
     IF locked THEN
@@ -175,7 +174,7 @@ BEGIN
   -- in Unix seconds) next_id() serves stale draws as they are instead of coming back here.
   -- (An assignment rather than PERFORM, which would run a whole query.)
   retry := pg_catalog.set_config('${retryGuc}', (pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) + ${NEXT_ID_RETRY_MS / 1000})::text, false);
-  RETURN ${compose};
+  RETURN ${composeOf('drawn')};
 END
 $$`,
       `CREATE OR REPLACE FUNCTION ${s}.next_id() RETURNS bigint

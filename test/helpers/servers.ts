@@ -87,28 +87,44 @@ export async function startMariadb(args: string[] = []): Promise<ServerInstance>
   return inst;
 }
 
+/** A new temp directory the server can write: owned by the postgres OS user when we are root (the server runs as it then). */
+export function postgresTempDir(prefix: string): string {
+  const dir = mkdtempSync(path.join(tmpdir(), prefix));
+  if (process.getuid?.() === 0) chownSync(dir, Number(execFileSync('id', ['-u', 'postgres']).toString().trim()), Number(execFileSync('id', ['-g', 'postgres']).toString().trim()));
+  return dir;
+}
+
+export interface PostgresOptions {
+  /** A command the server runs under (e.g. valgrind and its flags); it gets the postgres binary and its arguments. */
+  readonly wrapper?: readonly string[];
+  /** Extra `-c name=value` settings. */
+  readonly settings?: Readonly<Record<string, string>>;
+  /** How long start() waits for the port (a server under valgrind starts slowly). */
+  readonly startTimeoutMs?: number;
+}
+
 /** A private PostgreSQL cluster (trust auth), run as the postgres OS user when we are root. */
-export async function startPostgres(): Promise<ServerInstance> {
+export async function startPostgres(options: PostgresOptions = {}): Promise<ServerInstance> {
   const binDir = ['/usr/lib/postgresql/15/bin', '/usr/lib/postgresql/16/bin', '/usr/lib/postgresql/17/bin'].find((d) => existsSync(path.join(d, 'postgres')));
   if (!binDir) throw new Error('PostgreSQL server binaries not found under /usr/lib/postgresql. Install them: bash scripts/ensure-databases.sh');
-  const dir = mkdtempSync(path.join(tmpdir(), 'idlease-pg-'));
+  const dir = postgresTempDir('idlease-pg-');
   const port = await freePort();
   const asPostgres = process.getuid?.() === 0;
   const run = (bin: string, args: string[]) =>
     asPostgres ? execFileSync('runuser', ['-u', 'postgres', '--', path.join(binDir, bin), ...args], { stdio: 'ignore' })
                : execFileSync(path.join(binDir, bin), args, { stdio: 'ignore' });
-  if (asPostgres) chownSync(dir, Number(execFileSync('id', ['-u', 'postgres']).toString().trim()), Number(execFileSync('id', ['-g', 'postgres']).toString().trim()));
   run('initdb', ['-D', dir, '-A', 'trust', '-U', 'postgres', '--no-sync']);
   let child: ChildProcess | undefined;
   const inst: ServerInstance = {
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
     port,
     async start() {
-      const args = ['-D', dir, '-p', String(port), '-k', dir, '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off'];
+      const settings = Object.entries({ listen_addresses: '127.0.0.1', fsync: 'off', ...options.settings }).flatMap(([k, v]) => ['-c', `${k}=${v}`]);
+      const command = [...(options.wrapper ?? []), path.join(binDir, 'postgres'), '-D', dir, '-p', String(port), '-k', dir, ...settings];
       child = asPostgres
-        ? spawn('runuser', ['-u', 'postgres', '--', path.join(binDir, 'postgres'), ...args], { stdio: 'ignore' })
-        : spawn(path.join(binDir, 'postgres'), args, { stdio: 'ignore' });
-      await waitForPort(port);
+        ? spawn('runuser', ['-u', 'postgres', '--', ...command], { stdio: 'ignore' })
+        : spawn(command[0]!, command.slice(1), { stdio: 'ignore' });
+      await waitForPort(port, options.startTimeoutMs);
       await new Promise((r) => setTimeout(r, 300)); // the port opens a moment before startup completes
     },
     async stop() {

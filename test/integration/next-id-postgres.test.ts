@@ -209,6 +209,24 @@ describe('next_id() on PostgreSQL', () => {
     }
   });
 
+  it('stays unique when 8 sessions find the counter stale at the same moment, round after round (racing catch-ups)', { timeout: 120_000 }, async () => {
+    await install(db.knex, { schema: 'nid_race', shard: 8 });
+    await table(db.knex, 'race', 'nid_race');
+    const sessions = Array.from({ length: 8 }, () => connect(db.url, { poolMax: 1 }));
+    const rounds = 150;
+    try {
+      for (let round = 0; round < rounds; round++) {
+        // Everyone idle past the slack, then all at once: each insert takes the slow path, and
+        // the jumps race (one jumps while others, having seen the counter stale, are about to).
+        await sleep(NEXT_ID_SLACK_MS + 1);
+        await Promise.all(sessions.map((k, s) => k.raw('INSERT INTO race (s, x) VALUES (?, ?)', [s, round])));
+      }
+    } finally {
+      await Promise.all(sessions.map((k) => k.destroy()));
+    }
+    expect(await audit(db.knex, 'race')).toEqual({ rows: 8 * rounds, distinct: 8 * rounds, notIncreasing: 0 });
+  });
+
   it('never leaves its jump lock held: statements cancelled at random while 4 sessions insert leave no idlease lock behind, and IDs stay unique', { timeout: 120_000 }, async () => {
     await install(db.knex, { schema: 'nid_cancel', shard: 6 });
     await table(db.knex, 'cancelled', 'nid_cancel');
