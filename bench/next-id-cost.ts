@@ -25,7 +25,7 @@ import { connect } from '../src/connect.js';
 import { NEXT_ID_SEQUENCE, NEXT_ID_SLACK_MS } from '../src/dialects/next-id.js';
 import { DEFAULT_LAYOUT } from '../src/layout/index.js';
 import { postgresTempDir, startPostgres } from '../test/helpers/servers.js';
-import { CONTENDERS, OURS, catchUpCount, installContenders, tableOf } from './next-id.js';
+import { CONTENDERS, OURS, catchUpCount, catchUpCountAfter, installContenders, tableOf } from './next-id.js';
 
 const SINGLE = [100, 500] as const;
 const BULK = [2_000, 12_000] as const;
@@ -62,13 +62,7 @@ async function oneBackend(url: string, outDir: string, admin: Knex, counted: boo
     await k.destroy();
   }
   const instructions = await instructionsOf(outDir, pid);
-  let after = before;
-  // A backend's function counts reach the shared statistics as it exits (before callgrind's file).
-  for (let i = 0; counted && i < 10 && after === before; i++) {
-    await new Promise((r) => setTimeout(r, 100));
-    after = await catchUpCount(admin);
-  }
-  return { instructions, catchUps: after - before };
+  return { instructions, catchUps: counted ? (await catchUpCountAfter(admin, before)) - before : 0 };
 }
 
 /** Per insert (or row): the difference between the two sizes. */

@@ -53,7 +53,7 @@ export interface Contender {
 
 export const CONTENDERS: readonly Contender[] = [
   { name: 'bigserial', column: 'id bigserial PRIMARY KEY' },
-  { name: 'idlease next_id()', column: 'id bigint PRIMARY KEY DEFAULT bench_ours.next_id()' },
+  { name: 'idlease next_id()', column: `id bigint PRIMARY KEY DEFAULT ${OURS}.next_id()` },
   { name: 'PL/pgSQL RETURN nextval() (floor for any PL/pgSQL DEFAULT)', column: 'id bigint PRIMARY KEY DEFAULT insta5.plain_nextval()' },
   { name: 'Instagram PL/pgSQL', column: 'id bigint PRIMARY KEY DEFAULT insta5.next_id()' },
   { name: 'Instagram SQL port', column: 'id bigint PRIMARY KEY DEFAULT insta5.next_id_sql()' },
@@ -109,6 +109,16 @@ export async function catchUpCount(knex: Knex): Promise<number> {
   await knex.raw('SELECT pg_stat_clear_snapshot()');
   const r = await knex.raw('SELECT coalesce(sum(calls), 0)::int AS n FROM pg_stat_user_functions WHERE schemaname = ? AND funcname = ?', [OURS, NEXT_ID_SLOW_FUNCTION]);
   return r.rows[0].n as number;
+}
+
+/** The catch-up count once it has moved past `before` (backends report theirs as they exit), or after ~1 s. */
+export async function catchUpCountAfter(knex: Knex, before: number): Promise<number> {
+  let after = before;
+  for (let t = 0; t < 10 && after === before; t++) {
+    await new Promise((r) => setTimeout(r, 100));
+    after = await catchUpCount(knex);
+  }
+  return after;
 }
 
 type StartCount = () => Promise<() => Promise<number>>;
@@ -225,7 +235,7 @@ export default async function run(): Promise<void> {
 
     // Duplicates: each generator once into a table without a key, counted afterwards.
     const dups: string[] = [];
-    for (const [fn, label] of [['insta5.next_id_sql()', 'SQL port'], ['insta5.next_id()', 'PL/pgSQL'], ['bench_ours.next_id()', 'next_id()']] as const) {
+    for (const [fn, label] of [['insta5.next_id_sql()', 'SQL port'], ['insta5.next_id()', 'PL/pgSQL'], [`${OURS}.next_id()`, 'next_id()']] as const) {
       await knex.raw('TRUNCATE bench_dups');
       await knex.raw(`INSERT INTO bench_dups (id, x) SELECT ${fn}, g FROM generate_series(1, ?) g`, [BULK_ROWS]);
       const d = (await knex.raw('SELECT (count(*) - count(DISTINCT id))::int AS d, (count(*) - count(id))::int AS n FROM bench_dups')).rows[0];
@@ -242,13 +252,7 @@ export default async function run(): Promise<void> {
       const before = j === 1 ? await catchUpCount(knex) : 0;
       const run = await singleRows(url, j, SINGLE_SECONDS, watchAll);
       if (j === 1) {
-        // The backends' counts arrive as they exit, just after the pools close.
-        let after = before;
-        for (let t = 0; t < 20 && after === before; t++) {
-          await new Promise((r) => setTimeout(r, 50));
-          after = await catchUpCount(knex);
-        }
-        catchUpRates.push((after - before) / (run.rate * SINGLE_SECONDS));
+        catchUpRates.push(((await catchUpCountAfter(knex, before)) - before) / (run.rate * SINGLE_SECONDS));
         // How far the newest ID's time field trails the clock: a catch-up is skipped while
         // another open transaction holds the shared lock (the ID stays unique, just older).
         const end = Date.now();
