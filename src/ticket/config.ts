@@ -64,7 +64,6 @@ export function isExhausted(id: bigint): boolean {
   return id > MAX_INT64 || id < 0n;
 }
 
-
 /** What createTicketAllocator and reshardTickets both take: servers with offsets, and where the sequence lives. */
 export interface ServerSetInput {
   readonly servers: ReadonlyArray<{ readonly offset: number } | null | undefined>;

@@ -53,6 +53,16 @@ async function heldNextIdLocks(): Promise<number> {
   return res.rows[0].n;
 }
 
+/** n sessions, one connection each (IDs strictly increase within a PostgreSQL session); all closed afterwards, any fn adds included. */
+async function withSessions(n: number, fn: (sessions: Knex[]) => Promise<unknown>): Promise<void> {
+  const sessions = Array.from({ length: n }, () => connect(db.url, { poolMax: 1 }));
+  try {
+    await fn(sessions);
+  } finally {
+    await Promise.all(sessions.map((k) => k.destroy()));
+  }
+}
+
 async function one(knex: Knex, sql: string, bindings: readonly Knex.RawBinding[] = []): Promise<Record<string, unknown>> {
   const res = await knex.raw(sql, bindings);
   return res.rows[0];
@@ -141,10 +151,8 @@ describe('next_id() on PostgreSQL', () => {
     await install(db.knex, [{ schema: 'nid_c', shard: 10 }, { schema: 'nid_c1', shard: 11, sequenceBits: 1 }]);
     await table(db.knex, 'conc', 'nid_c');
     await table(db.knex, 'conc1', 'nid_c1');
-    // One connection per session: IDs strictly increase within a PostgreSQL session.
-    const sessions = Array.from({ length: 4 }, () => connect(db.url, { poolMax: 1 }));
-    try {
-      await Promise.all(
+    await withSessions(4, (sessions) =>
+      Promise.all(
         sessions.map(async (k, s) => {
           for (let round = 0; round < 3; round++) {
             const base = round * 1_000_000;
@@ -157,14 +165,12 @@ describe('next_id() on PostgreSQL', () => {
             for (let i = 1; i <= 150; i++) {
               await k.raw(`INSERT INTO conc (s, x) VALUES (?, ?)`, [s, base + 500_000 + i]);
               await k.raw(`INSERT INTO conc1 (s, x) VALUES (?, ?)`, [s, base + 500_000 + i]);
-              if (i % 50 === 0) await new Promise((r) => setTimeout(r, 3));
+              if (i % 50 === 0) await sleep(3);
             }
           }
         }),
-      );
-    } finally {
-      await Promise.all(sessions.map((k) => k.destroy()));
-    }
+      ),
+    );
     expect(await audit(db.knex, 'conc')).toEqual({ rows: 4 * 3 * 60_150, distinct: 4 * 3 * 60_150, notIncreasing: 0 });
     expect(await audit(db.knex, 'conc1')).toEqual({ rows: 4 * 3 * 20_150, distinct: 4 * 3 * 20_150, notIncreasing: 0 });
     const r = await one(db.knex, `SELECT count(*) FILTER (WHERE nid_c.id_shard(id) <> 10)::int AS bad FROM conc`);
@@ -212,27 +218,23 @@ describe('next_id() on PostgreSQL', () => {
   it('stays unique when 8 sessions find the counter stale at the same moment, round after round (racing catch-ups)', { timeout: 120_000 }, async () => {
     await install(db.knex, { schema: 'nid_race', shard: 8 });
     await table(db.knex, 'race', 'nid_race');
-    const sessions = Array.from({ length: 8 }, () => connect(db.url, { poolMax: 1 }));
     const rounds = 150;
-    try {
+    await withSessions(8, async (sessions) => {
       for (let round = 0; round < rounds; round++) {
         // Everyone idle past the slack, then all at once: each insert takes the slow path, and
         // the jumps race (one jumps while others, having seen the counter stale, are about to).
         await sleep(NEXT_ID_SLACK_MS + 1);
         await Promise.all(sessions.map((k, s) => k.raw('INSERT INTO race (s, x) VALUES (?, ?)', [s, round])));
       }
-    } finally {
-      await Promise.all(sessions.map((k) => k.destroy()));
-    }
+    });
     expect(await audit(db.knex, 'race')).toEqual({ rows: 8 * rounds, distinct: 8 * rounds, notIncreasing: 0 });
   });
 
   it('never leaves its jump lock held: statements cancelled at random while 4 sessions insert leave no idlease lock behind, and IDs stay unique', { timeout: 120_000 }, async () => {
     await install(db.knex, { schema: 'nid_cancel', shard: 6 });
     await table(db.knex, 'cancelled', 'nid_cancel');
-    const sessions = Array.from({ length: 4 }, () => connect(db.url, { poolMax: 1 }));
     let cancelled = 0;
-    try {
+    await withSessions(4, async (sessions) => {
       await Promise.all(
         sessions.map(async (k, s) => {
           // A timeout that fires as a statement ends cancels the next one ("due to user request"):
@@ -269,9 +271,7 @@ describe('next_id() on PostgreSQL', () => {
       const before = Date.now();
       const id = toBigInt((await one(fresh, 'SELECT nid_cancel.next_id() AS id')).id);
       expect(decodeId(id, layout).unixMs).toBeGreaterThanOrEqual(before - NEXT_ID_SLACK_MS - 2);
-    } finally {
-      await Promise.all(sessions.map((k) => k.destroy()));
-    }
+    });
   });
 
   it('runs with the caller\'s privileges: USAGE and UPDATE on the sequence are enough, and without UPDATE the catch-up says so', async () => {
@@ -319,7 +319,7 @@ describe('next_id() on PostgreSQL', () => {
       // A draw may trail the clock by the slack before it is caught up; never more here.
       expect(d.unixMs).toBeGreaterThanOrEqual(before - NEXT_ID_SLACK_MS - 2);
       expect(d.unixMs).toBeLessThanOrEqual(after + 2);
-      if (i % 5 === 0) await new Promise((r) => setTimeout(r, 7));
+      if (i % 5 === 0) await sleep(7);
     }
   });
 
@@ -367,7 +367,7 @@ describe('next_id() on PostgreSQL', () => {
     const clockLayout: IdLayout = resolveLayout({ timeBits, epoch });
     const ok = toBigInt((await one(db.knex, 'SELECT nid_clock.next_id() AS id')).id);
     expect(decodeId(ok, clockLayout).timeMs).toBeLessThanOrEqual((1n << 30n) - 1n);
-    await new Promise((r) => setTimeout(r, 2000));
+    await sleep(2000);
     await expect(db.knex.raw('SELECT nid_clock.next_id()')).rejects.toThrow(/time field of nid_clock.next_id\(\) is exhausted/);
   });
 
