@@ -7,6 +7,8 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 120_000,
     pool: 'forks',
+    // Allocators check their state machine after every slow-path step and fail loudly (src/segment/allocator.ts).
+    env: { IDLEASE_ASSERT_STATE: '1' },
     // The JSON report feeds scripts/test-summary.mjs (tests per database) in CI.
     reporters: ['default', ['json', { outputFile: 'test-results/vitest.json' }]],
   },

@@ -5,6 +5,7 @@ import { backoffMs } from '../backoff.js';
 import { chooseStep, ewma, preloadHorizonMs, preloadThreshold } from './step-policy.js';
 import { createKnexSegmentStore, type SegmentStore } from './store.js';
 import type { SegmentAllocator, SegmentEvent, SegmentStats } from './types.js';
+import { WaiterQueue } from './waiters.js';
 
 /** Beyond any ID: "no preload pending for this segment". */
 const NEVER = MAX_INT64 + 1n;
@@ -14,20 +15,15 @@ interface Segment {
   readonly end: bigint;
 }
 
-interface Waiter {
-  /** IDs wanted; a single next() is need 1 with `batch` null. */
-  readonly need: number;
-  readonly batch: bigint[] | null;
-  readonly resolve: (value: never) => void;
-  readonly reject: (err: unknown) => void;
-  timer: ReturnType<typeof setTimeout> | undefined;
-  done: boolean;
-}
-
 /** Errors a retry cannot fix: callers hear them at once. */
-function isFatal(err: unknown): boolean {
-  return isIdleaseError(err, 'UNKNOWN_TAG') || isIdleaseError(err, 'NOT_MIGRATED') || isIdleaseError(err, 'EXHAUSTED') || isIdleaseError(err, 'INVARIANT') || isIdleaseError(err, 'BAD_CONFIG');
-}
+const FATAL = new Set(['UNKNOWN_TAG', 'NOT_MIGRATED', 'EXHAUSTED', 'INVARIANT', 'BAD_CONFIG']);
+const isFatal = (err: unknown): boolean => isIdleaseError(err) && FATAL.has(err.code);
+
+/**
+ * Test runs set IDLEASE_ASSERT_STATE=1: the allocator then checks its state machine after
+ * every slow-path step and fails loudly (INVARIANT) instead of stalling until a timeout.
+ */
+const ASSERT_STATE = process.env.IDLEASE_ASSERT_STATE === '1';
 
 /**
  * Double-buffered segment allocator. The hot path is a bigint compare and increment on
@@ -36,11 +32,15 @@ function isFatal(err: unknown): boolean {
  *
  * State: the current segment [curStart, curEnd] served from `cursor` while cursor ≤ limit
  * (limit = curEnd, or frozen below cursor once close() starts), at most one preloaded
- * `spare`, and a FIFO of callers waiting while both are empty.
+ * `spare`, and a FIFO of callers waiting while both are empty. Waiters exist only while
+ * memory is empty, and then a lease is always in flight or being retried: `leaseNeeded()`
+ * is the one rule for both starting the loop and letting it end, and the loop clears
+ * `leasing` in the same synchronous step as its last check, so no caller can slip in
+ * between (a late cleanup after the loop's promise settled once let one do so).
  */
 class SegmentAllocatorImpl implements SegmentAllocator {
   readonly tag: string;
-  private readonly o: ResolvedSegmentOptions;
+  private readonly options: ResolvedSegmentOptions;
   private readonly store: SegmentStore;
 
   private cursor = 1n;
@@ -50,13 +50,14 @@ class SegmentAllocatorImpl implements SegmentAllocator {
   private preloadAt = NEVER;
   private spare: Segment | null = null;
   /** End of the latest lease: every later lease must start above it. */
-  private lastEnd = -1n;
+  private lastEnd = 0n;
 
-  private readonly waiters: Waiter[] = [];
-  private whead = 0;
+  private readonly waiters = new WaiterQueue();
 
-  private loop: Promise<void> | null = null;
-  private wantLease = false;
+  private leasing = false;
+  private preloadWanted = false;
+  private loopDone: Promise<void> = Promise.resolve();
+  private leaseStartedAt = 0;
   private sleepTimer: ReturnType<typeof setTimeout> | undefined;
   private wakeSleep: (() => void) | undefined;
   private closing = false;
@@ -81,25 +82,25 @@ class SegmentAllocatorImpl implements SegmentAllocator {
   private givenBack = 0n;
   private lastError: unknown;
 
-  constructor(o: ResolvedSegmentOptions) {
-    this.o = o;
-    this.tag = o.tag;
-    this.store = o.store ?? createKnexSegmentStore(o.knex!, { schema: o.schema, table: o.table }, o.statementTimeoutMs);
+  constructor(options: ResolvedSegmentOptions) {
+    this.options = options;
+    this.tag = options.tag;
+    this.store = options.store ?? createKnexSegmentStore(options.knex!, { schema: options.schema, table: options.table }, options.statementTimeoutMs);
   }
 
   next(): Promise<bigint> {
     const id = this.cursor;
     if (id <= this.limit) {
       this.cursor = id + 1n;
-      if (id >= this.preloadAt) this.low();
+      if (id >= this.preloadAt) this.preloadSoon();
       return Promise.resolve(id);
     }
     return this.slowNext();
   }
 
   nextBatch(n: number): Promise<bigint[]> {
-    if (!Number.isSafeInteger(n) || n < 1 || n > this.o.maxBatch) {
-      return Promise.reject(new IdleaseError('BAD_ARGUMENT', `nextBatch(n): n must be an integer from 1 to ${this.o.maxBatch} (maxBatch), got ${String(n)}.`));
+    if (!Number.isSafeInteger(n) || n < 1 || n > this.options.maxBatch) {
+      return Promise.reject(new IdleaseError('BAD_ARGUMENT', `nextBatch(n): n must be an integer from 1 to ${this.options.maxBatch} (maxBatch), got ${String(n)}.`));
     }
     const c0 = this.cursor;
     const last = c0 + BigInt(n) - 1n;
@@ -108,7 +109,7 @@ class SegmentAllocatorImpl implements SegmentAllocator {
       let c = c0;
       for (let i = 0; i < n; i++) out[i] = c++;
       this.cursor = c;
-      if (last >= this.preloadAt) this.low();
+      if (last >= this.preloadAt) this.preloadSoon();
       return Promise.resolve(out);
     }
     return this.slowBatch(n);
@@ -127,7 +128,7 @@ class SegmentAllocatorImpl implements SegmentAllocator {
       currentStep: this.currentStep,
       rowStep: this.rowStep,
       remaining,
-      leaseInFlight: this.loop !== null,
+      leaseInFlight: this.leasing,
       lastLeaseAt: this.lastLeaseAt,
       lastLeaseMs: this.lastLeaseMs,
       ratePerSecond: this.ratePerMs === undefined ? undefined : this.ratePerMs * 1000,
@@ -142,15 +143,13 @@ class SegmentAllocatorImpl implements SegmentAllocator {
     return this.closePromise;
   }
 
-  // ---- slow paths -------------------------------------------------------------------
-
   private served(): number {
     return this.servedBefore + Number(this.cursor - this.curStart);
   }
 
   private emit(event: SegmentEvent): void {
     try {
-      this.o.onEvent?.(event);
+      this.options.onEvent?.(event);
     } catch {
       // A broken metrics hook must not break allocation.
     }
@@ -162,114 +161,80 @@ class SegmentAllocatorImpl implements SegmentAllocator {
 
   private slowNext(): Promise<bigint> {
     if (this.closing) return Promise.reject(this.closedError());
-    if (this.hasWaiters()) return this.enqueue(1, null) as Promise<bigint>;
-    if (this.switchToSpare()) return this.next();
+    if (this.waiters.isEmpty() && this.switchToSpare()) return this.next();
     if (this.exhausted) return Promise.reject(this.exhausted);
-    return this.enqueue(1, null) as Promise<bigint>;
+    return this.enqueue<bigint>(1, null);
   }
 
   private slowBatch(n: number): Promise<bigint[]> {
     if (this.closing) return Promise.reject(this.closedError());
     const out: bigint[] = [];
-    if (!this.hasWaiters()) {
+    if (this.waiters.isEmpty()) {
       for (;;) {
         while (out.length < n && this.cursor <= this.limit) out.push(this.cursor++);
         if (out.length === n || !this.switchToSpare()) break;
       }
-      if (this.cursor - 1n >= this.preloadAt) this.low();
+      if (this.cursor - 1n >= this.preloadAt) this.preloadSoon();
       if (out.length === n) return Promise.resolve(out);
-      if (this.exhausted) {
-        // The IDs taken are abandoned, never handed out again.
-        return Promise.reject(this.exhausted);
-      }
     }
-    return this.enqueue(n, out) as Promise<bigint[]>;
+    if (this.exhausted) {
+      // Nothing more will come: the IDs taken go back to memory rather than being lost.
+      this.reclaim(out);
+      return Promise.reject(this.exhausted);
+    }
+    return this.enqueue<bigint[]>(n, out);
   }
 
-  private hasWaiters(): boolean {
-    while (this.whead < this.waiters.length && this.waiters[this.whead]!.done) this.whead++;
-    if (this.whead === this.waiters.length && this.whead > 0) {
-      this.waiters.length = 0;
-      this.whead = 0;
-    }
-    return this.whead < this.waiters.length;
-  }
-
-  private enqueue(need: number, batch: bigint[] | null): Promise<unknown> {
+  private enqueue<T>(need: number, batch: bigint[] | null): Promise<T> {
     this.waits++;
     this.emit({ type: 'wait', tag: this.tag });
-    const p = new Promise<unknown>((resolve, reject) => {
-      const w: Waiter = { need, batch, resolve: resolve as (v: never) => void, reject, timer: undefined, done: false };
-      w.timer = setTimeout(() => this.timeOut(w), this.o.waitTimeoutMs);
-      this.waiters.push(w);
-    });
+    const p = this.waiters.add<T>(need, batch, this.options.waitTimeoutMs, (held, isHead) => this.timedOut(held, isHead));
     this.ensureLease();
+    this.checkState('enqueue');
     return p;
   }
 
-  private timeOut(w: Waiter): void {
-    if (w.done) return;
-    w.done = true;
+  private timedOut(held: bigint[] | null, isHead: boolean): IdleaseError {
     this.timeouts++;
+    if (isHead && held) this.reclaim(held);
+    this.cursor = this.waiters.serve(this.cursor, this.limit);
     const cause = this.lastError;
-    const err = new IdleaseError(
-      'DB_UNAVAILABLE',
-      `No segment for tag ${JSON.stringify(this.tag)} within ${this.o.waitTimeoutMs} ms (waitTimeoutMs): memory is used up and ` +
-        (cause ? `the lease keeps failing (${(cause as Error)?.message ?? String(cause)}). ` : 'the lease has not answered. ') +
-        'Check that the database is reachable; the allocator keeps retrying and recovers by itself.',
-      cause === undefined ? undefined : { cause },
-    );
+    const waited = `No segment for tag ${JSON.stringify(this.tag)} within ${this.options.waitTimeoutMs} ms (waitTimeoutMs): memory is used up and `;
+    let err: IdleaseError;
+    if (!this.leasing) {
+      err = new IdleaseError('INVARIANT', `${waited}no lease was in flight — an allocator bug, please report it; the allocator starts a lease now.`);
+      this.ensureLease();
+    } else if (cause !== undefined) {
+      err = new IdleaseError(
+        'DB_UNAVAILABLE',
+        `${waited}the lease keeps failing; last database error: ${(cause as Error)?.message ?? String(cause)}. ` +
+          'Check that the database is reachable; the allocator keeps retrying and recovers by itself.',
+        { cause },
+      );
+    } else {
+      err = new IdleaseError(
+        'DB_UNAVAILABLE',
+        `${waited}the lease sent ${Date.now() - this.leaseStartedAt} ms ago has not answered (no database error seen yet). ` +
+          'Check that the database is reachable and not blocked on a lock; the allocator keeps waiting and recovers by itself.',
+      );
+    }
     this.emit({ type: 'timeout', tag: this.tag, error: err });
-    w.reject(err);
+    return err;
   }
 
-  private failWaiters(err: unknown): void {
-    for (let i = this.whead; i < this.waiters.length; i++) {
-      const w = this.waiters[i]!;
-      if (w.done) continue;
-      w.done = true;
-      clearTimeout(w.timer);
-      w.reject(err);
-    }
-    this.waiters.length = 0;
-    this.whead = 0;
-  }
-
-  /** Serve waiting callers, oldest first, from the current segment. */
-  private drain(): void {
-    while (this.whead < this.waiters.length && this.cursor <= this.limit) {
-      const w = this.waiters[this.whead]!;
-      if (w.done) {
-        this.whead++;
-        continue;
-      }
-      if (w.batch === null) {
-        const id = this.cursor;
-        this.cursor = id + 1n;
-        w.done = true;
-        clearTimeout(w.timer);
-        (w.resolve as (v: bigint) => void)(id);
-        this.whead++;
-        continue;
-      }
-      const b = w.batch;
-      while (b.length < w.need && this.cursor <= this.limit) b.push(this.cursor++);
-      if (b.length < w.need) break;
-      w.done = true;
-      clearTimeout(w.timer);
-      (w.resolve as (v: bigint[]) => void)(b);
-      this.whead++;
-    }
-    this.hasWaiters();
-  }
-
-  private demand(): number {
-    let d = 0;
-    for (let i = this.whead; i < this.waiters.length; i++) {
-      const w = this.waiters[i]!;
-      if (!w.done) d += w.batch === null ? 1 : w.need - w.batch.length;
-    }
-    return d;
+  /**
+   * A batch that will not be delivered (timed out, allocator closing or exhausted) gives
+   * back the IDs it took from the current segment, if nothing was taken after them: they
+   * were never handed out, so serving them again keeps every guarantee. IDs it took from
+   * an earlier segment are abandoned.
+   */
+  private reclaim(batch: bigint[]): void {
+    const last = batch.at(-1);
+    if (last === undefined || last !== this.cursor - 1n) return;
+    let i = batch.length - 1;
+    while (i > 0 && batch[i - 1]! >= this.curStart) i--;
+    if (batch[i]! >= this.curStart) this.cursor = batch[i]!;
+    batch.length = 0;
   }
 
   /** Current segment used up and a spare ready: make it current. */
@@ -284,62 +249,67 @@ class SegmentAllocatorImpl implements SegmentAllocator {
   private install(s: Segment): void {
     this.servedBefore = this.served();
     this.curStart = s.start;
-    this.cursor = s.start;
+    this.cursor = this.waiters.serve(s.start, s.end);
     this.curEnd = s.end;
     this.limit = s.end;
     this.preloadAt = NEVER;
-    this.drain();
-    if (this.cursor > this.limit) {
-      this.wantLease = true;
-      return;
+    this.preloadWanted = false;
+    if (this.cursor <= this.limit) {
+      const size = s.end - s.start + 1n;
+      const threshold = preloadThreshold(size, this.ratePerMs, preloadHorizonMs(this.options.preloadMs, this.latencyMs));
+      const at = this.curEnd - threshold;
+      if (this.cursor - 1n >= at) this.preloadWanted = true;
+      else this.preloadAt = at;
     }
-    const size = s.end - s.start + 1n;
-    const threshold = preloadThreshold(size, this.ratePerMs, preloadHorizonMs(this.o.preloadMs, this.latencyMs));
-    const at = this.curEnd - threshold;
-    if (this.cursor - 1n >= at) this.low();
-    else this.preloadAt = at;
+    this.ensureLease();
   }
 
   /** The current segment is running low: lease the next one in the background. */
-  private low(): void {
+  private preloadSoon(): void {
     this.preloadAt = NEVER;
-    if (this.spare === null) this.ensureLease();
+    if (this.spare !== null) return;
+    this.preloadWanted = true;
+    this.ensureLease();
+  }
+
+  /** The one rule for whether the lease loop should run. */
+  private leaseNeeded(): boolean {
+    return !this.closing && this.exhausted === undefined && this.spare === null && (this.preloadWanted || !this.waiters.isEmpty());
   }
 
   private ensureLease(): void {
-    if (this.closing || this.exhausted) return;
-    this.wantLease = true;
-    if (this.loop !== null) return;
-    this.loop = this.leaseLoop().finally(() => {
-      this.loop = null;
-    });
+    if (this.leasing || !this.leaseNeeded()) return;
+    this.leasing = true;
+    this.loopDone = this.leaseLoop();
   }
 
   private async leaseLoop(): Promise<void> {
     let attempt = 0;
-    while (this.wantLease && !this.closing) {
-      this.wantLease = false;
-      const started = Date.now();
-      try {
-        const seg = await this.leaseOnce(started);
-        attempt = 0;
-        this.lastError = undefined;
-        this.accept(seg, Date.now() - started);
-      } catch (err) {
-        if (this.closing) return;
-        if (isFatal(err)) {
-          if (isIdleaseError(err, 'EXHAUSTED')) this.exhausted = err;
+    try {
+      while (this.leaseNeeded()) {
+        const started = (this.leaseStartedAt = Date.now());
+        try {
+          const seg = await this.leaseOnce(started);
+          attempt = 0;
+          this.lastError = undefined;
+          this.accept(seg, Date.now() - started);
+        } catch (err) {
+          if (this.closing) return;
           this.lastError = err;
-          this.failWaiters(err);
-          return;
+          if (isFatal(err)) {
+            if (isIdleaseError(err, 'EXHAUSTED')) this.exhausted = err;
+            this.waiters.failAll(err);
+            return;
+          }
+          this.leaseErrors++;
+          const delay = backoffMs(attempt++, this.options.retryMinMs, this.options.retryMaxMs);
+          this.emit({ type: 'lease-error', tag: this.tag, error: err, attempt, retryInMs: delay });
+          await this.sleep(delay);
         }
-        this.lastError = err;
-        this.leaseErrors++;
-        const delay = backoffMs(attempt++, this.o.retryMinMs, this.o.retryMaxMs);
-        this.emit({ type: 'lease-error', tag: this.tag, error: err, attempt, retryInMs: delay });
-        this.wantLease = true;
-        await this.sleep(delay);
       }
+    } finally {
+      this.leasing = false;
+      this.checkState('lease loop ended');
     }
   }
 
@@ -360,8 +330,8 @@ class SegmentAllocatorImpl implements SegmentAllocator {
     this.rateServed = served;
 
     let row = await this.store.read(this.tag);
-    if (row === undefined && this.o.create) {
-      const c = this.o.create;
+    if (row === undefined && this.options.create) {
+      const c = this.options.create;
       await this.store.create(this.tag, c.start - 1n, c.step, c.description);
       row = await this.store.read(this.tag);
     }
@@ -369,11 +339,11 @@ class SegmentAllocatorImpl implements SegmentAllocator {
     this.rowStep = row.step;
     let step = chooseStep({
       rowStep: row.step,
-      minStep: this.o.minStep,
-      maxStep: this.o.maxStep,
+      minStep: this.options.minStep,
+      maxStep: this.options.maxStep,
       ratePerMs: this.ratePerMs,
-      targetLeaseMs: this.o.targetLeaseMs,
-      demand: this.demand(),
+      targetLeaseMs: this.options.targetLeaseMs,
+      demand: this.waiters.demand(),
       previousStep: this.currentStep,
     });
     let res = await this.store.lease(this.tag, step);
@@ -409,7 +379,7 @@ class SegmentAllocatorImpl implements SegmentAllocator {
   private unknownTag(): IdleaseError {
     return new IdleaseError(
       'UNKNOWN_TAG',
-      `Tag ${JSON.stringify(this.tag)} has no row in ${this.o.table}. Add it: \`idlease tag add ${this.tag}\` (or addTag(knex, { tag: ${JSON.stringify(this.tag)} })), ` +
+      `Tag ${JSON.stringify(this.tag)} has no row in ${this.options.table}. Add it: \`idlease tag add ${this.tag}\` (or addTag(knex, { tag: ${JSON.stringify(this.tag)} })), ` +
         'or pass create: { start, step } to createSegmentAllocator.',
     );
   }
@@ -420,29 +390,50 @@ class SegmentAllocatorImpl implements SegmentAllocator {
     this.lastLeaseMs = ms;
     this.latencyMs = ewma(this.latencyMs, ms);
     this.emit({ type: 'lease', tag: this.tag, start: seg.start, end: seg.end, step: this.currentStep, ms });
+    if (this.spare !== null) throw new IdleaseError('INVARIANT', 'segment allocator leased while a spare segment was buffered');
+    this.preloadWanted = false;
     if (this.closing) {
       // Not served any more; kept only so close() can give it back.
-      if (this.spare === null) this.spare = seg;
+      this.spare = seg;
       return;
     }
-    if (this.cursor > this.limit && this.spare === null) this.install(seg);
-    else if (this.spare === null) this.spare = seg;
-    else throw new IdleaseError('INVARIANT', 'segment allocator leased while a spare segment was buffered');
-    if (this.hasWaiters()) this.wantLease = true;
+    if (this.cursor > this.limit) this.install(seg);
+    else this.spare = seg;
+    this.checkState('lease accepted');
+  }
+
+  /**
+   * The state machine's invariants, checked where they could break. Off outside tests: the
+   * structure above keeps them, and the hot path never pays for the check.
+   */
+  private checkState(where: string): void {
+    if (!ASSERT_STATE) return;
+    const waiting = !this.waiters.isEmpty();
+    let broken: string | undefined;
+    if (waiting && this.cursor <= this.limit) broken = 'callers wait while memory holds IDs';
+    else if (waiting && !this.leasing && !this.closing && this.exhausted === undefined) broken = 'callers wait with no lease in flight';
+    else if (waiting && this.spare !== null) broken = 'callers wait while a spare segment is buffered';
+    else if (this.spare !== null && this.spare.start <= this.curEnd) broken = 'the spare segment is not above the current one';
+    else if (this.lastEnd < this.curEnd) broken = 'the current segment ends above the latest lease';
+    if (broken === undefined) return;
+    const err = new IdleaseError('INVARIANT', `segment allocator for tag ${JSON.stringify(this.tag)}: ${broken} (after ${where}).`);
+    this.waiters.failAll(err);
+    throw err;
   }
 
   private async doClose(): Promise<void> {
     this.closing = true;
+    const held = this.waiters.headBatch();
+    if (held) this.reclaim(held);
     // Stop serving first: nothing handed out after this point can be given back by mistake.
     this.limit = this.cursor - 1n;
     this.preloadAt = NEVER;
-    this.wantLease = false;
-    this.failWaiters(this.closedError());
+    this.waiters.failAll(this.closedError());
     clearTimeout(this.sleepTimer);
     this.wakeSleep?.();
-    if (this.loop) {
+    if (this.leasing) {
       let timer: ReturnType<typeof setTimeout> | undefined;
-      await Promise.race([this.loop, new Promise<void>((r) => (timer = setTimeout(r, this.o.closeTimeoutMs)))]);
+      await Promise.race([this.loopDone, new Promise<void>((r) => (timer = setTimeout(r, this.options.closeTimeoutMs)))]);
       clearTimeout(timer);
     }
     try {
@@ -458,7 +449,7 @@ class SegmentAllocatorImpl implements SegmentAllocator {
    * adjacent. A failed compare-and-set means someone leased after us: the tail is abandoned.
    */
   private async giveBack(): Promise<void> {
-    if (this.loop) return; // a lease still in flight: its end is unknown, so give nothing back
+    if (this.leasing) return; // a lease still in flight: its end is unknown, so give nothing back
     const spare = this.spare;
     let end: bigint;
     let keep: bigint;
