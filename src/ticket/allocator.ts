@@ -195,11 +195,14 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
 
   let closed = false;
   let rr = 0;
-  let healthWaiters: Array<() => void> = [];
+  // Callers waiting for a server to come back. Every server that is not up has a probe
+  // scheduled or running (markDown sees to it), and a probe that succeeds notifies: so a
+  // waiter is woken by a recovery or by its own deadline, never left behind.
+  const healthWaiters = new Set<() => void>();
 
   function notifyHealth(): void {
-    const w = healthWaiters;
-    healthWaiters = [];
+    const w = [...healthWaiters];
+    healthWaiters.clear();
     for (const f of w) f();
   }
 
@@ -299,9 +302,10 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
       const t = setTimeout(done, Math.max(0, deadline - Date.now()));
       function done() {
         clearTimeout(t);
+        healthWaiters.delete(done); // a waiter that timed out must not pile up during a long outage
         resolve();
       }
-      healthWaiters.push(done);
+      healthWaiters.add(done);
     });
   }
 
