@@ -2,7 +2,7 @@ import { Command, InvalidArgumentError } from 'commander';
 import type { Knex } from 'knex';
 import { IdleaseError } from '../errors.js';
 import { migrate } from '../migrations/migrate.js';
-import { addTag, listTags, setStep } from '../segment/admin.js';
+import { addTag, bumpTag, listTags, setStep } from '../segment/admin.js';
 import { createSegmentAllocator } from '../segment/allocator.js';
 import { describeTarget, globals, positiveInt, print, withKnex } from './context.js';
 
@@ -69,7 +69,7 @@ back on exit), and never repeat an ID. On a server database run \`idlease migrat
       });
     });
 
-  const tagCmd = program.command('tag').description('manage segment tags: add | list | set-step');
+  const tagCmd = program.command('tag').description('manage segment tags: add | list | set-step | bump');
 
   withTableFlags(
     tagCmd
@@ -119,4 +119,24 @@ back on exit), and never repeat an ID. On a server database run \`idlease migrat
       print(self, `tag ${tag}: step is now ${row.step} (running allocators use it from their next lease)`, { tag, step: row.step, maxId: row.maxId });
     });
   });
+
+  withTableFlags(
+    tagCmd
+      .command('bump [tag]')
+      .description("raise tags' max_id after a failover or restore, so no leased range is leased again")
+      .option('--all', 'every tag')
+      .option('--by <n>', 'raise by n IDs (the largest step in use × the number of processes)', startArg)
+      .option('--to <id>', 'raise to at least this value (never lowers)', startArg),
+  )
+    .addHelpText('after', `
+After a failover to a replica that may have missed the latest leases (asynchronous
+replication) or a restore from a backup, run this before starting new processes; see
+docs/failover.md for the margin to use.`)
+    .action(async (tag: string | undefined, flags: TableFlags & { all?: boolean; by?: string; to?: string }, self: Command) => {
+      await withKnex(self, async (knex) => {
+        await prepare(self, knex, flags);
+        const rows = await bumpTag(knex, { tag, all: flags.all, by: flags.by, to: flags.to, table: flags.table, schema: flags.schema });
+        print(self, rows.map((r) => `tag ${r.tag}: max_id ${r.before} → ${r.after}`), rows);
+      });
+    });
 }

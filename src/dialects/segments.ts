@@ -223,3 +223,19 @@ export async function updateSegmentStep(knex: Knex, t: Target, tag: string, step
   }
   return affectedRows(t.flavor, res) === 1;
 }
+
+/**
+ * Raise max_id, never lower it: to at least `to`, or by `by` (refused past 2^63−1). One
+ * statement per call; `tag` undefined means every row. Returns the number of rows changed.
+ */
+export async function raiseSegmentRows(knex: Knex, t: Target, tag: string | undefined, raise: { to: bigint } | { by: bigint }): Promise<number> {
+  const p = bigParam(t.flavor);
+  const touch = t.flavor === 'mysql' ? '' : ', updated_at = now()';
+  const where = tag === undefined ? '' : ' AND tag = ?';
+  const tagValue = tag === undefined ? [] : [tag];
+  const res =
+    'to' in raise
+      ? await run(knex, t, `UPDATE ${table(t)} SET max_id = ${p}${touch} WHERE max_id < ${p}${where}`, [raise.to.toString(), raise.to.toString(), ...tagValue])
+      : await run(knex, t, `UPDATE ${table(t)} SET max_id = max_id + ${p}${touch} WHERE max_id <= ${MAX_INT64.toString()} - ${p}${where}`, [raise.by.toString(), raise.by.toString(), ...tagValue]);
+  return affectedRows(t.flavor, res);
+}

@@ -1,7 +1,8 @@
 import type { Knex } from 'knex';
 import { flavorOf } from '../dialects/detect.js';
-import { insertSegmentRow, listSegmentRows, readSegmentRow, updateSegmentStep, type SegmentRow } from '../dialects/segments.js';
+import { insertSegmentRow, listSegmentRows, raiseSegmentRows, readSegmentRow, updateSegmentStep, type SegmentRow } from '../dialects/segments.js';
 import { IdleaseError } from '../errors.js';
+import { MAX_INT64 } from '../ids.js';
 import { validateIdentifier } from '../identifiers.js';
 import { DEFAULT_SEGMENT_TABLE } from '../migrations/segments.js';
 import { validateRowStep, validateStart, validateTag } from './options.js';
@@ -68,4 +69,57 @@ export async function setStep(knex: Knex, tag: string, step: number, options: Ta
   const row = await readSegmentRow(knex, t, tag);
   if (!row) throw new IdleaseError('UNKNOWN_TAG', `Tag ${JSON.stringify(tag)} was removed while its step was being set.`);
   return row;
+}
+
+export interface BumpTagOptions extends TagTableOptions {
+  /** One tag, or every tag with `all: true`. */
+  tag?: string;
+  all?: boolean;
+  /** Raise max_id by this many IDs … */
+  by?: bigint | number | string;
+  /** … or to at least this value (never lowers it). */
+  to?: bigint | number | string;
+}
+
+export interface BumpedTag {
+  readonly tag: string;
+  readonly before: bigint;
+  readonly after: bigint;
+}
+
+function positiveBig(value: bigint | number | string, what: string): bigint {
+  let v: bigint | undefined;
+  if (typeof value === 'bigint') v = value;
+  else if (typeof value === 'number' && Number.isSafeInteger(value)) v = BigInt(value);
+  else if (typeof value === 'string' && /^\d+$/.test(value)) v = BigInt(value);
+  if (v === undefined || v < 1n || v > MAX_INT64) throw new IdleaseError('BAD_ARGUMENT', `${what} must be an integer from 1 to ${MAX_INT64}, got ${String(value)}.`);
+  return v;
+}
+
+/**
+ * Raise tags' max_id so that no range leased before is leased again: the repair after a
+ * failover to a replica that missed recent leases, or a restore from a backup
+ * (docs/failover.md). Running allocators move on at their next lease. Never lowers a row.
+ */
+export async function bumpTag(knex: Knex, options: BumpTagOptions): Promise<BumpedTag[]> {
+  const t = target(knex, options);
+  if ((options.tag === undefined) === (options.all !== true)) {
+    throw new IdleaseError('BAD_ARGUMENT', 'bumpTag: give exactly one of `tag` or `all: true` (CLI: `idlease tag bump <tag>` or `idlease tag bump --all`).');
+  }
+  if ((options.by === undefined) === (options.to === undefined)) {
+    throw new IdleaseError('BAD_ARGUMENT', 'bumpTag: give exactly one of `by` (raise by n IDs) or `to` (raise to at least n). CLI: --by <n> | --to <id>.');
+  }
+  const tag = options.tag === undefined ? undefined : validateTag(options.tag);
+  const raise: { by: bigint } | { to: bigint } = options.by !== undefined ? { by: positiveBig(options.by, 'by') } : { to: positiveBig(options.to!, 'to') };
+  const before = (await listSegmentRows(knex, t)).filter((r) => tag === undefined || r.tag === tag);
+  if (tag !== undefined && before.length === 0) {
+    throw new IdleaseError('UNKNOWN_TAG', `Tag ${JSON.stringify(tag)} does not exist; nothing to bump. List tags: \`idlease tag list\`.`);
+  }
+  if ('by' in raise) {
+    const full = before.find((r) => r.maxId > MAX_INT64 - raise.by);
+    if (full) throw new IdleaseError('EXHAUSTED', `Tag ${JSON.stringify(full.tag)} (max_id ${full.maxId}) cannot be raised by ${raise.by} without passing 2^63−1; nothing was changed.`);
+  }
+  await raiseSegmentRows(knex, t, tag, raise);
+  const after = new Map((await listSegmentRows(knex, t)).map((r) => [r.tag, r.maxId]));
+  return before.map((r) => Object.freeze({ tag: r.tag, before: r.maxId, after: after.get(r.tag) ?? r.maxId }));
 }

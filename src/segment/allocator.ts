@@ -7,6 +7,9 @@ import { createKnexSegmentStore, type SegmentStore } from './store.js';
 import type { SegmentAllocator, SegmentEvent, SegmentStats } from './types.js';
 import { WaiterQueue } from './waiters.js';
 
+/** Largest step one lease statement may carry (a safe integer in JS). */
+const MAX_SAFE_STEP = BigInt(Number.MAX_SAFE_INTEGER);
+
 /** Beyond any ID: "no preload pending for this segment". */
 const NEVER = MAX_INT64 + 1n;
 
@@ -75,6 +78,7 @@ class SegmentAllocatorImpl implements SegmentAllocator {
   private leaseErrors = 0;
   private waits = 0;
   private timeouts = 0;
+  private regressions = 0;
   private currentStep = 0;
   private rowStep: number | undefined;
   private lastLeaseAt: number | undefined;
@@ -124,6 +128,7 @@ class SegmentAllocatorImpl implements SegmentAllocator {
       leaseErrors: this.leaseErrors,
       waits: this.waits,
       timeouts: this.timeouts,
+      regressions: this.regressions,
       served: this.served(),
       currentStep: this.currentStep,
       rowStep: this.rowStep,
@@ -364,16 +369,41 @@ class SegmentAllocatorImpl implements SegmentAllocator {
     }
     const end = res.end;
     const start = end - BigInt(step) + 1n;
-    if (start < 1n || end > MAX_INT64 || start <= this.lastEnd) {
-      throw new IdleaseError(
-        'INVARIANT',
-        `Lease for tag ${JSON.stringify(this.tag)} returned (${start - 1n}, ${end}], which is not above this allocator's previous end ${this.lastEnd}; refusing to hand it out. ` +
-          'Someone lowered max_id by hand? Raise it above every ID in use.',
-      );
+    if (start < 1n || end > MAX_INT64) {
+      throw new IdleaseError('INVARIANT', `Lease for tag ${JSON.stringify(this.tag)} returned (${start - 1n}, ${end}], outside 1…2^63−1; refusing to hand it out.`);
     }
+    if (start <= this.lastEnd) throw await this.regressed(start, end);
     this.lastEnd = end;
     this.currentStep = step;
     return { start, end };
+  }
+
+  /**
+   * The row fell below what this allocator already leased: a failover to a replica that
+   * missed the latest leases (asynchronous replication), a restore, or a hand edit. The
+   * range is never served. The row is pushed back above everything this allocator has
+   * seen — by a lease of exactly the gap, so no new statement is needed and a concurrent
+   * lease is never undone — and callers hear INVARIANT with the repair to run: other
+   * processes may hold lost ranges above our end, which only a margin covers.
+   */
+  private async regressed(start: bigint, end: bigint): Promise<IdleaseError> {
+    const previousEnd = this.lastEnd;
+    this.regressions++;
+    let raised = end;
+    for (let gap = previousEnd - raised; gap > 0n; gap = previousEnd - raised) {
+      const chunk = gap > MAX_SAFE_STEP ? MAX_SAFE_STEP : gap;
+      const r = await this.store.lease(this.tag, Number(chunk)).catch(() => undefined);
+      if (r?.kind !== 'leased') break; // best effort: the error below still tells the operator
+      raised = r.end;
+    }
+    this.emit({ type: 'regression', tag: this.tag, start, end, previousEnd, raisedTo: raised });
+    return new IdleaseError(
+      'INVARIANT',
+      `Tag ${JSON.stringify(this.tag)} went backwards: a lease returned (${start - 1n}, ${end}], but this allocator already leased up to ${previousEnd} ` +
+        `(${previousEnd - start + 1n} IDs behind). Was the database failed over to a replica that missed recent writes, or restored? The range was not handed out, ` +
+        `and max_id was pushed to ${raised}. Other processes may hold lost ranges above that: raise the row by the largest step in use (this process: ${this.currentStep}) ` +
+        `× the number of processes, with \`idlease tag bump ${this.tag} --by <n>\` (docs/failover.md).`,
+    );
   }
 
   private unknownTag(): IdleaseError {

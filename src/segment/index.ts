@@ -2,4 +2,4 @@ export { createSegmentAllocator } from './allocator.js';
 export type { SegmentAllocatorOptions } from './options.js';
 export type { SegmentAllocator, SegmentStats, SegmentEvent } from './types.js';
 export type { SegmentStore, SegmentLeaseResult } from './store.js';
-export { addTag, listTags, setStep, type AddTagOptions, type TagTableOptions, type SegmentRow } from './admin.js';
+export { addTag, bumpTag, listTags, setStep, type AddTagOptions, type BumpTagOptions, type BumpedTag, type TagTableOptions, type SegmentRow } from './admin.js';

@@ -9,6 +9,8 @@ export interface SegmentStats {
   readonly waits: number;
   /** Calls that gave up waiting with DB_UNAVAILABLE. */
   readonly timeouts: number;
+  /** Leases refused because the row went below this allocator's previous lease (failover to a stale replica, restore). */
+  readonly regressions: number;
   /** IDs handed out by this allocator. */
   readonly served: number;
   /** Size of the last lease. */
@@ -37,6 +39,8 @@ export type SegmentEvent =
   | { readonly type: 'lease-error'; readonly tag: string; readonly error: unknown; readonly attempt: number; readonly retryInMs: number }
   | { readonly type: 'wait'; readonly tag: string }
   | { readonly type: 'timeout'; readonly tag: string; readonly error: unknown }
+  /** A lease came back at or below `previousEnd`: not served; the row was pushed to `raisedTo`. */
+  | { readonly type: 'regression'; readonly tag: string; readonly start: bigint; readonly end: bigint; readonly previousEnd: bigint; readonly raisedTo: bigint }
   | { readonly type: 'give-back'; readonly tag: string; readonly from: bigint; readonly to: bigint; readonly ok: boolean };
 
 export interface SegmentAllocator {
