@@ -101,10 +101,17 @@ export interface PostgresOptions {
   readonly settings?: Readonly<Record<string, string>>;
   /** How long start() waits for the port (a server under valgrind starts slowly). */
   readonly startTimeoutMs?: number;
+  /** Make this a streaming-replication standby of the server on this port (pg_basebackup -R) instead of a new cluster. */
+  readonly standbyOf?: number;
+}
+
+export interface PostgresInstance extends ServerInstance {
+  /** Promote a standby to primary and wait until it accepts writes. */
+  promote(): Promise<void>;
 }
 
 /** A private PostgreSQL cluster (trust auth), run as the postgres OS user when we are root. */
-export async function startPostgres(options: PostgresOptions = {}): Promise<ServerInstance> {
+export async function startPostgres(options: PostgresOptions = {}): Promise<PostgresInstance> {
   const binDir = ['/usr/lib/postgresql/15/bin', '/usr/lib/postgresql/16/bin', '/usr/lib/postgresql/17/bin'].find((d) => existsSync(path.join(d, 'postgres')));
   if (!binDir) throw new Error('PostgreSQL server binaries not found under /usr/lib/postgresql. Install them: bash scripts/ensure-databases.sh');
   const dir = postgresTempDir('idlease-pg-');
@@ -113,9 +120,10 @@ export async function startPostgres(options: PostgresOptions = {}): Promise<Serv
   const run = (bin: string, args: string[]) =>
     asPostgres ? execFileSync('runuser', ['-u', 'postgres', '--', path.join(binDir, bin), ...args], { stdio: 'ignore' })
                : execFileSync(path.join(binDir, bin), args, { stdio: 'ignore' });
-  run('initdb', ['-D', dir, '-A', 'trust', '-U', 'postgres', '--no-sync']);
+  if (options.standbyOf === undefined) run('initdb', ['-D', dir, '-A', 'trust', '-U', 'postgres', '--no-sync']);
+  else run('pg_basebackup', ['-h', '127.0.0.1', '-p', String(options.standbyOf), '-U', 'postgres', '-D', dir, '-R', '-X', 'stream', '--no-sync']);
   let child: ChildProcess | undefined;
-  const inst: ServerInstance = {
+  const inst: PostgresInstance = {
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
     port,
     async start() {
@@ -136,6 +144,7 @@ export async function startPostgres(options: PostgresOptions = {}): Promise<Serv
       await waitExit(child);
     },
     async destroy() { await inst.stop(); rmSync(dir, { recursive: true, force: true }); },
+    async promote() { run('pg_ctl', ['-D', dir, '-w', 'promote']); },
   };
   await inst.start();
   return inst;

@@ -1,0 +1,75 @@
+/**
+ * Worker processes for HA tests (test/ha/segment-ha-worker.ts): start them, stop them all
+ * with one stop file, read what each recorded, and count duplicates across all of them.
+ */
+import { spawn } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { REPO_ROOT, TSX_LOADER } from './cli.js';
+
+const WORKER = path.join(REPO_ROOT, 'test/ha/segment-ha-worker.ts');
+
+export interface HaWorkerResult {
+  readonly name: string;
+  readonly ids: number;
+  readonly errors: Record<string, number>;
+  readonly untyped: number;
+  readonly regressions: number;
+  readonly leases: number;
+  readonly file: string;
+}
+
+export interface HaWorker {
+  readonly name: string;
+  /** Resolves when the worker has handed out its first ID. */
+  readonly serving: Promise<void>;
+  readonly done: Promise<HaWorkerResult>;
+}
+
+export function startHaWorker(name: string, dir: string, cfg: { url: string; tag: string; maxStep: number }): HaWorker {
+  const out = path.join(dir, `${name}.bin`);
+  const stopFile = path.join(dir, 'stop');
+  const child = spawn(process.execPath, ['--import', TSX_LOADER, WORKER, JSON.stringify({ ...cfg, out, stopFile })], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  let markServing: () => void = () => undefined;
+  const serving = new Promise<void>((r) => (markServing = r));
+  child.stdout.on('data', (d: Buffer) => {
+    stdout += d.toString();
+    if (stdout.includes('first\n')) markServing();
+  });
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  const done = new Promise<HaWorkerResult>((resolve, reject) => {
+    child.once('exit', (code) => {
+      markServing();
+      const line = stdout.trim().split('\n').at(-1) ?? '';
+      if (code !== 0 || !line.startsWith('{')) reject(new Error(`worker ${name} exited ${code}: ${stderr.slice(-2000)}`));
+      else resolve({ name, file: out, ...(JSON.parse(line) as Omit<HaWorkerResult, 'name' | 'file'>) });
+    });
+  });
+  return { name, serving, done };
+}
+
+export function stopHaWorkers(dir: string): void {
+  writeFileSync(path.join(dir, 'stop'), '');
+}
+
+export function readIds(file: string): BigInt64Array {
+  const b = readFileSync(file);
+  return new BigInt64Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.length - (b.length % 8)));
+}
+
+/** Duplicates across every worker's file, and the workers whose own IDs do not strictly increase. */
+export function tally(results: readonly HaWorkerResult[]): { total: number; duplicates: number; notIncreasing: string[] } {
+  const all: bigint[] = [];
+  const notIncreasing: string[] = [];
+  for (const r of results) {
+    const ids = readIds(r.file);
+    for (let i = 1; i < ids.length; i++) if (ids[i]! <= ids[i - 1]!) { notIncreasing.push(r.name); break; }
+    for (const id of ids) all.push(id);
+  }
+  all.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  let duplicates = 0;
+  for (let i = 1; i < all.length; i++) if (all[i] === all[i - 1]) duplicates++;
+  return { total: all.length, duplicates, notIncreasing };
+}
