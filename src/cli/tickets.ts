@@ -75,6 +75,11 @@ async function withServers<T>(self: Command, flags: ServerFlags, fn: (servers: A
   }
 }
 
+function nonNegativeBig(value: string): bigint {
+  if (!/^\d+$/.test(value)) throw new InvalidArgumentError(`--margin must be a non-negative integer, got ${JSON.stringify(value)}.`);
+  return BigInt(value);
+}
+
 export function registerTicketCommands(program: Command): void {
   const tickets = program
     .command('tickets')
@@ -140,11 +145,12 @@ Examples:
 
   serverOptions(tickets.command('reshard').description('move every server to a new increment/offsets, above the global maximum; safe while IDs are drawn'))
     .option('--retire <url>', 'a server leaving the set (repeat): fenced and left closed', collect, [] as string[])
-    .action(async (flags: ServerFlags & { retire: string[] }, self: Command) => {
+    .option('--margin <n>', 'start this many IDs above the global maximum (after a failover that may have lost draws; docs/failover.md)', nonNegativeBig)
+    .action(async (flags: ServerFlags & { retire: string[]; margin?: bigint }, self: Command) => {
       await withServers(self, flags, async (servers) => {
         const retired = flags.retire.map((u) => ({ knex: connect(u, { poolMax: 2 }), name: redact(u) }));
         try {
-          const r = await reshardTickets({ servers, increment: flags.increment, sequence: flags.sequence, retire: retired });
+          const r = await reshardTickets({ servers, increment: flags.increment, sequence: flags.sequence, retire: retired, margin: flags.margin });
           print(
             self,
             [`global maximum ${r.globalMax}; increment ${r.increment}`, ...r.servers.map((s) => `${s.name}  offset ${s.offset}  next ID ${s.firstId}`)],

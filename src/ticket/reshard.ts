@@ -26,6 +26,12 @@ export interface ReshardOptions {
   readonly retire?: ReadonlyArray<{ readonly knex: Knex; readonly name?: string }>;
   readonly sequence?: string;
   readonly schema?: string;
+  /**
+   * Start this many IDs above the global maximum. After a failover to a replica that may
+   * have missed the latest draws, the maximum the servers report is too low: the margin
+   * covers what was lost (docs/failover.md). Default 0.
+   */
+  readonly margin?: bigint | number;
 }
 
 export interface ReshardResult {
@@ -38,6 +44,8 @@ export interface ReshardResult {
 export async function reshardTickets(options: ReshardOptions): Promise<ReshardResult> {
   const { increment, sequence, schema } = resolveServerSet(options, 'reshardTickets({ servers: [{ knex, offset }, …], increment })');
   const ref = { schema, sequence };
+  const margin = options.margin === undefined ? 0n : BigInt(options.margin);
+  if (margin < 0n || margin > MAX_INT64) throw new IdleaseError('BAD_ARGUMENT', `reshard: margin must be from 0 to ${MAX_INT64}, got ${String(options.margin)}.`);
   const all = [
     ...options.servers.map((s) => ({ ...s, name: s.name ?? `server${s.offset}`, keep: true })),
     ...(options.retire ?? []).map((s, i) => ({ knex: s.knex, offset: 0, name: s.name ?? `retired${i + 1}`, keep: false })),
@@ -61,7 +69,7 @@ export async function reshardTickets(options: ReshardOptions): Promise<ReshardRe
   const out: Array<{ name: string; offset: number; firstId: bigint; generation: bigint }> = [];
   for (const s of all) {
     if (!s.keep) continue;
-    const firstId = firstAbove(globalMax, increment, s.offset);
+    const firstId = globalMax + margin > MAX_INT64 ? MAX_INT64 + 1n : firstAbove(globalMax + margin, increment, s.offset);
     if (firstId > MAX_INT64) throw new IdleaseError('EXHAUSTED', `reshard: the next ID for ${s.name} (${firstId}) would pass 2^63-1.`);
     const scheme = await openScheme(s.knex, flavorOf(s.knex), ref, { increment, offset: s.offset, first: firstId });
     out.push({ name: s.name, offset: s.offset, firstId, generation: scheme.generation });

@@ -61,6 +61,29 @@ describe.each(['postgres', 'pglite'] as const)('tickets on %s sequences', (flavo
   });
 });
 
+describe.each(['postgres', 'pglite'] as const)('ticket reshard with a margin (failover repair) on %s', (flavor) => {
+  let db: TestDb;
+  beforeAll(async () => {
+    db = await createTestDb(flavor, 'tickmargin');
+    await migrate(db.knex, { segments: false, tickets: { increment: 2, offset: 1 } });
+  });
+  afterAll(async () => { await db.drop(); });
+
+  it('the same server set, reopened a margin above the maximum: the next ID clears every draw the margin covers', async () => {
+    const alloc = createTicketAllocator({ servers: [{ knex: db.knex, offset: 1 }], increment: 2 });
+    try {
+      const last = (await Promise.all(Array.from({ length: 10 }, () => alloc.next()))).reduce((m, x) => (x > m ? x : m));
+      const r = await reshardTickets({ servers: [{ knex: db.knex, offset: 1 }], increment: 2, margin: 1_000_000n });
+      expect(r.globalMax).toBe(last);
+      expect(r.servers[0]!.firstId).toBe(last + 1_000_002n); // the first ID ≡ 1 (mod 2) above last + margin
+      expect(await alloc.next()).toBe(last + 1_000_002n);
+      await expect(reshardTickets({ servers: [{ knex: db.knex, offset: 1 }], increment: 2, margin: -1 })).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+    } finally {
+      await alloc.close();
+    }
+  });
+});
+
 describe('tickets on two PostgreSQL databases as two servers', () => {
   let one: TestDb;
   let two: TestDb;
