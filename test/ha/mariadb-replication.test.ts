@@ -1,0 +1,101 @@
+/**
+ * Issue 13: segment allocators through a MariaDB failover (binlog replication with GTID,
+ * primary SIGKILLed, replica promoted behind a TCP switch standing in for a VIP), as
+ * test/helpers/failover-scenario.ts runs it.
+ *   - semi-synchronous replication (AFTER_SYNC, a timeout longer than the outage): zero duplicates;
+ *   - asynchronous: the old processes detect the lost leases; with `tag bump` and the
+ *     documented margin before fresh processes draw, zero duplicates.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { startMariadb, type ServerInstance } from '../helpers/servers.js';
+import { startTcpSwitch, type TcpSwitch } from '../helpers/tcp-switch.js';
+import { stopHaWorkers, tally } from '../helpers/ha-workers.js';
+import { runFailover, summary, type FailoverTopology } from '../helpers/failover-scenario.js';
+
+let current: { primary: ServerInstance; replica: ServerInstance; vip: TcpSwitch; dir: string } | undefined;
+afterEach(async () => {
+  if (!current) return;
+  const t = current;
+  current = undefined;
+  stopHaWorkers(t.dir);
+  await t.vip.close();
+  await Promise.allSettled([t.primary.destroy(), t.replica.destroy()]);
+  rmSync(t.dir, { recursive: true, force: true });
+});
+
+function sql(port: number, statement: string): string {
+  return execFileSync('mariadb', ['-h127.0.0.1', `-P${port}`, '-uroot', '-N', '-e', statement]).toString();
+}
+
+async function topology(semiSync: boolean): Promise<FailoverTopology> {
+  const common = ['--log-bin=mariadb-bin', '--binlog-format=ROW', '--innodb-flush-log-at-trx-commit=1', '--sync-binlog=1'];
+  // The primary waits for the replica's acknowledgement longer than the outage lasts. Its
+  // semi-sync side is switched on only once set up: with no replica yet, every commit
+  // (the helper's CREATE DATABASE) would wait out the timeout.
+  const primary = await startMariadb([...common, '--server-id=1', '--rpl-semi-sync-master-wait-point=AFTER_SYNC', '--rpl-semi-sync-master-timeout=60000']);
+  const replica = await startMariadb([...common, '--server-id=2', '--log-slave-updates', ...(semiSync ? ['--rpl-semi-sync-slave-enabled=ON'] : [])]);
+  if (semiSync) sql(primary.port, 'SET GLOBAL rpl_semi_sync_master_enabled = ON;');
+  sql(replica.port, `CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=${primary.port}, MASTER_USER='root', MASTER_PASSWORD='', MASTER_USE_GTID=slave_pos; START SLAVE;`);
+  for (let i = 0; semiSync && i < 100 && !/\t1$/m.test(sql(primary.port, "SHOW STATUS LIKE 'Rpl_semi_sync_master_clients'")); i++) {
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  if (semiSync) expect(sql(primary.port, "SHOW STATUS LIKE 'Rpl_semi_sync_master_clients'")).toMatch(/\t1$/m);
+  for (let i = 0; i < 100 && !/Yes\s+Yes/.test(sql(replica.port, "SHOW SLAVE STATUS\\G").replace(/.*Slave_IO_Running: (\w+)[\s\S]*Slave_SQL_Running: (\w+)[\s\S]*/, '$1 $2')); i++) {
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const vip = await startTcpSwitch(primary.port);
+  const dir = mkdtempSync(path.join(tmpdir(), 'idlease-ha-mariadb-'));
+  current = { primary, replica, vip, dir };
+  return {
+    dir, vip, standbyPort: replica.port,
+    url: (port) => `mysql://root@127.0.0.1:${port}/test`,
+    stopStandby: () => replica.stop(),
+    killPrimary: () => primary.kill(),
+    async promoteStandby() {
+      await replica.start();
+      // Apply what the relay log holds, then stop replicating and take writes.
+      sql(replica.port, 'STOP SLAVE IO_THREAD;');
+      for (let i = 0; i < 100 && !/Slave has read all relay log/.test(sql(replica.port, 'SHOW SLAVE STATUS\\G')); i++) await new Promise((r) => setTimeout(r, 100));
+      sql(replica.port, 'STOP SLAVE; RESET SLAVE ALL; SET GLOBAL read_only = OFF;');
+    },
+  };
+}
+
+describe('segment allocators through a MariaDB failover (HA)', () => {
+  it('semi-synchronous replication (AFTER_SYNC): zero duplicates, every failed call a typed error', async () => {
+    const { results } = await runFailover(await topology(true), { bump: false });
+    const { total, duplicates, notIncreasing } = tally(results);
+    const why = summary(results);
+    expect(duplicates, why).toBe(0);
+    expect(notIncreasing, why).toEqual([]);
+    expect(results.every((r) => r.untyped === 0), why).toBe(true);
+    expect(results.every((r) => Object.keys(r.errors).every((c) => c === 'DB_UNAVAILABLE')), why).toBe(true);
+    expect(results.every((r) => r.ids > 0 && r.regressions === 0), why).toBe(true);
+    expect(total).toBeGreaterThan(10_000);
+  }, 120_000);
+
+  it('asynchronous replication: the old processes detect the regression; with `tag bump` (the documented margin), zero duplicates', async () => {
+    const plain = await runFailover(await topology(false), { bump: false });
+    const old = plain.results.filter((r) => r.name.startsWith('old'));
+    expect(old.reduce((s, r) => s + r.regressions, 0), summary(plain.results)).toBeGreaterThan(0);
+    expect(tally(plain.results).notIncreasing).toEqual([]);
+    await (async () => {
+      const t = current!;
+      current = undefined;
+      await t.vip.close();
+      await Promise.allSettled([t.primary.destroy(), t.replica.destroy()]);
+      rmSync(t.dir, { recursive: true, force: true });
+    })();
+    const { results, margin } = await runFailover(await topology(false), { bump: true });
+    const why = `margin ${margin}\n${summary(results)}`;
+    const { duplicates, notIncreasing } = tally(results);
+    expect(duplicates, why).toBe(0);
+    expect(notIncreasing, why).toEqual([]);
+    expect(results.reduce((s, r) => s + r.regressions, 0), why).toBe(0);
+    expect(results.every((r) => r.untyped === 0 && r.ids > 0), why).toBe(true);
+  }, 180_000);
+});
