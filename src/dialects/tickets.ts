@@ -63,8 +63,12 @@ export function ticketsDdl(
         : `INSERT INTO ${schemes} (sequence_name, generation, increment_by, offset_by, is_open) VALUES (?, 1, ?, ?, true) ON CONFLICT (sequence_name) DO NOTHING`;
     await knex.raw(sql, [ref.sequence, opts.increment, opts.offset]);
   };
+  // Down removes what up created: the scheme table goes with its last row (other ticket
+  // sequences in the same schema keep it while they exist).
   const unseed = async (knex: Knex): Promise<void> => {
     await knex.raw(`DELETE FROM ${schemes} WHERE sequence_name = ?`, [ref.sequence]);
+    const left = rowsOf(flavor, await knex.raw(`SELECT COUNT(*) AS n FROM ${schemes}`))[0];
+    if (Number(left?.n ?? 0) === 0) await knex.raw(`DROP TABLE IF EXISTS ${schemes}`);
   };
   if (flavor === 'mysql') {
     return {

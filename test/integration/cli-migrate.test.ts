@@ -73,5 +73,7 @@ describe.each(['mysql', 'postgres'] as const)('two idlease migrate processes at 
     const down = await knexCli(['migrate:rollback', '--all']);
     expect(down.code, down.out).toBe(0);
     expect(await db.knex.schema.hasTable('idlease_segments')).toBe(false);
+    // Down removes what up created: no ticket scheme table left behind.
+    expect(await db.knex.schema.hasTable('idlease_ticket_schemes')).toBe(false);
   });
 });

@@ -59,6 +59,7 @@ describe.each(ALL_FLAVORS)('migrate() on %s', (flavor) => {
     const down = await migrate(db.knex, { ...opts, direction: 'down' });
     expect(down.applied.length).toBeGreaterThan(0);
     expect(await hasTable(db.knex, 'idlease_segments', opts.schema)).toBe(false);
+    expect(await hasTable(db.knex, 'idlease_ticket_schemes', opts.schema)).toBe(false);
     expect((await migrate(db.knex, { ...opts, direction: 'down' })).applied).toEqual([]);
     await migrate(db.knex, opts);
     await migrate(fresh.knex, { segments: false });
