@@ -1,3 +1,4 @@
+import { connectionProblem, describeConnectionProblem } from '../dialects/connection-errors.js';
 import { IdleaseError, isIdleaseError } from '../errors.js';
 import { MAX_INT64 } from '../ids.js';
 import { resolveSegmentOptions, type ResolvedSegmentOptions, type SegmentAllocatorOptions } from './options.js';
@@ -210,10 +211,13 @@ class SegmentAllocatorImpl implements SegmentAllocator {
       err = new IdleaseError('INVARIANT', `${waited}no lease was in flight — an allocator bug, please report it; the allocator starts a lease now.`);
       this.ensureLease();
     } else if (cause !== undefined) {
+      const problem = connectionProblem(cause);
       err = new IdleaseError(
         'DB_UNAVAILABLE',
         `${waited}the lease keeps failing; last database error: ${(cause as Error)?.message ?? String(cause)}. ` +
-          'Check that the database is reachable; the allocator keeps retrying and recovers by itself.',
+          (problem === undefined || problem === 'unreachable'
+            ? 'Check that the database is reachable; the allocator keeps retrying and recovers by itself.'
+            : `That is ${describeConnectionProblem(problem)}. The allocator keeps retrying (credentials may be rotated) and recovers once it is fixed.`),
         { cause },
       );
     } else {
@@ -308,7 +312,7 @@ class SegmentAllocatorImpl implements SegmentAllocator {
           }
           this.leaseErrors++;
           const delay = backoffMs(attempt++, this.options.retryMinMs, this.options.retryMaxMs);
-          this.emit({ type: 'lease-error', tag: this.tag, error: err, attempt, retryInMs: delay });
+          this.emit({ type: 'lease-error', tag: this.tag, error: err, problem: connectionProblem(err), attempt, retryInMs: delay });
           await this.sleep(delay);
         }
       }

@@ -1,3 +1,5 @@
+import type { ConnectionProblem } from '../dialects/connection-errors.js';
+
 /** What a metrics exporter reads from `allocator.stats()`: a frozen snapshot. */
 export interface SegmentStats {
   readonly tag: string;
@@ -36,7 +38,8 @@ export interface SegmentStats {
 
 export type SegmentEvent =
   | { readonly type: 'lease'; readonly tag: string; readonly start: bigint; readonly end: bigint; readonly step: number; readonly ms: number }
-  | { readonly type: 'lease-error'; readonly tag: string; readonly error: unknown; readonly attempt: number; readonly retryInMs: number }
+  /** `problem` says what the driver error means for the connection, when it is one of those. */
+  | { readonly type: 'lease-error'; readonly tag: string; readonly error: unknown; readonly problem: ConnectionProblem | undefined; readonly attempt: number; readonly retryInMs: number }
   | { readonly type: 'wait'; readonly tag: string }
   | { readonly type: 'timeout'; readonly tag: string; readonly error: unknown }
   /** A lease came back at or below `previousEnd`: not served; the row was pushed to `raisedTo`. */

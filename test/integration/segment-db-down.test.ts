@@ -3,11 +3,11 @@
  * the bound (cause attached), then recovery once the server is back — no duplicate across it.
  * Private servers (test/helpers/servers.ts) so stopping them disturbs nobody.
  */
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, inject, it } from 'vitest';
 import { startMariadb, startPostgres, type ServerInstance } from '../helpers/servers.js';
 import { connect } from '../../src/connect.js';
 import { migrate } from '../../src/migrations/migrate.js';
-import { addTag, createSegmentAllocator } from '../../src/segment/index.js';
+import { addTag, createSegmentAllocator, type SegmentEvent } from '../../src/segment/index.js';
 import { isIdleaseError } from '../../src/errors.js';
 
 const WAIT_MS = 1_500;
@@ -85,4 +85,28 @@ describe.each([
       await knex.destroy();
     }
   }, 120_000);
+});
+
+describe.each(['mysql', 'postgres'] as const)('segment allocator with a misconfigured connection on %s', (flavor) => {
+  const base = () => new URL(flavor === 'mysql' ? inject('mysqlUrl') : inject('pgUrl'));
+
+  it('a wrong password or an unknown database is named as such, not as "unreachable", in the error and the event', async () => {
+    const wrongUser = base();
+    wrongUser.username = 'idlease_no_such_user';
+    wrongUser.password = 'wrong';
+    const noDb = base();
+    noDb.pathname = '/idlease_no_such_database';
+    for (const [url, want, problem] of [[wrongUser, /access denied/, 'access-denied'], [noDb, /unknown database/, 'unknown-database']] as const) {
+      const knex = connect(url.toString(), { poolMax: 1 });
+      const events: SegmentEvent[] = [];
+      const a = createSegmentAllocator({ knex, tag: 't', waitTimeoutMs: 1_500, retryMinMs: 50, retryMaxMs: 200, onEvent: (e) => events.push(e) });
+      try {
+        await expect(a.next()).rejects.toMatchObject({ code: 'DB_UNAVAILABLE', message: expect.stringMatching(want) });
+        expect(events.find((e) => e.type === 'lease-error')).toMatchObject({ problem });
+      } finally {
+        await a.close();
+        await knex.destroy();
+      }
+    }
+  });
 });
