@@ -26,3 +26,31 @@ export class IdleaseError extends Error {
 export function isIdleaseError(err: unknown, code?: IdleaseErrorCode): err is IdleaseError {
   return err instanceof IdleaseError && (code === undefined || err.code === code);
 }
+
+/**
+ * What kind of failure a code is, read by every surface that must say it in its own terms:
+ * the CLI's exit code and `idlease serve`'s HTTP status.
+ * - `client`: the caller asked for something wrong (fix the input) — exit 2, HTTP 400/404;
+ * - `config`: the setup is wrong (options, a missing migration) — exit 2, HTTP 500;
+ * - `unavailable`: the database did not answer in time, or the allocator is shutting down; it
+ *   recovers by itself — exit 1, HTTP 503;
+ * - `invariant`: a value broke a guarantee and was refused, or a counter is full — exit 1,
+ *   HTTP 500: a person must look.
+ */
+export type IdleaseErrorCategory = 'client' | 'config' | 'unavailable' | 'invariant';
+
+export const ERROR_CATEGORIES: Readonly<Record<IdleaseErrorCode, IdleaseErrorCategory>> = Object.freeze({
+  BAD_ARGUMENT: 'client',
+  UNKNOWN_TAG: 'client',
+  BAD_CONFIG: 'config',
+  NOT_MIGRATED: 'config',
+  MIGRATION_FAILED: 'config',
+  DB_UNAVAILABLE: 'unavailable',
+  CLOSED: 'unavailable',
+  EXHAUSTED: 'invariant',
+  INVARIANT: 'invariant',
+});
+
+export function errorCategory(err: unknown): IdleaseErrorCategory | undefined {
+  return isIdleaseError(err) ? ERROR_CATEGORIES[err.code] : undefined;
+}

@@ -1,4 +1,5 @@
-export { IdleaseError, isIdleaseError, type IdleaseErrorCode } from './errors.js';
+export { IdleaseError, isIdleaseError, errorCategory, ERROR_CATEGORIES, type IdleaseErrorCode, type IdleaseErrorCategory } from './errors.js';
+export type { ConnectionProblem } from './dialects/connection-errors.js';
 export { connect, knexConfig, type ConnectOptions } from './connect.js';
 export { MAX_INT64, MAX_UINT64 } from './ids.js';
 export { migrate, unlockMigrations, planMigrations, type MigrateOptions, type MigrateResult } from './migrations/migrate.js';

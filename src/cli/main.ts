@@ -1,5 +1,5 @@
 import { Command, CommanderError } from 'commander';
-import { IdleaseError } from '../errors.js';
+import { errorCategory, IdleaseError } from '../errors.js';
 import { registerMigrate, type MigrateFlagContributor } from './migrate.js';
 import { registerSegmentCommands } from './segment.js';
 import { registerTicketCommands, ticketMigrateFlags } from './tickets.js';
@@ -39,7 +39,9 @@ export async function main(argv: string[]): Promise<number> {
     }
     if (err instanceof IdleaseError) {
       process.stderr.write(`idlease: ${err.code}: ${err.message}\n`);
-      return err.code === 'BAD_CONFIG' || err.code === 'BAD_ARGUMENT' || err.code === 'UNKNOWN_TAG' ? 2 : 1;
+      // Input and setup errors (fix and rerun) exit 2; a database that did not answer or a refused value exit 1.
+      const category = errorCategory(err);
+      return category === 'client' || category === 'config' ? 2 : 1;
     }
     process.stderr.write(`idlease: ${(err as Error)?.message ?? String(err)}\n`);
     return 1;

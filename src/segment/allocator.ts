@@ -57,6 +57,7 @@ class SegmentAllocatorImpl implements SegmentAllocator {
   private lastEnd = 0n;
 
   private readonly waiters = new WaiterQueue();
+  private readonly listeners = new Set<(event: SegmentEvent) => void>();
 
   private leasing = false;
   private preloadWanted = false;
@@ -153,11 +154,21 @@ class SegmentAllocatorImpl implements SegmentAllocator {
     return this.servedBefore + Number(this.cursor - this.curStart);
   }
 
+  onEvent(listener: (event: SegmentEvent) => void): () => void {
+    if (typeof listener !== 'function') throw new IdleaseError('BAD_ARGUMENT', 'onEvent(listener): listener must be a function (event) => void.');
+    this.listeners.add(listener);
+    return () => {
+      this.listeners.delete(listener);
+    };
+  }
+
   private emit(event: SegmentEvent): void {
-    try {
-      this.options.onEvent?.(event);
-    } catch {
-      // A broken metrics hook must not break allocation.
+    for (const listener of this.options.onEvent ? [this.options.onEvent, ...this.listeners] : this.listeners) {
+      try {
+        listener(event);
+      } catch {
+        // A broken metrics hook must not break allocation.
+      }
     }
   }
 

@@ -55,4 +55,10 @@ export interface SegmentAllocator {
   /** Stop preloading and give the unused tail back if nobody leased after us. Idempotent. */
   close(): Promise<void>;
   stats(): SegmentStats;
+  /**
+   * Listen to the allocator's events (as the `onEvent` option does) from now on; returns the
+   * function that stops listening. For exporters attached after creation (collectMetrics).
+   * Events come only from slow paths: listening costs the hot path nothing.
+   */
+  onEvent(listener: (event: SegmentEvent) => void): () => void;
 }

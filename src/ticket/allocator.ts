@@ -12,6 +12,7 @@ import {
   type ServerFacts,
   type TicketSource,
 } from '../dialects/tickets.js';
+import { connectionProblem, type ConnectionProblem } from '../dialects/connection-errors.js';
 import { IdleaseError, isIdleaseError } from '../errors.js';
 import { backoffMs } from '../backoff.js';
 import { isExhausted, refuseReason, resolveServerSet } from './config.js';
@@ -47,6 +48,35 @@ export interface TicketAllocatorOptions {
   readonly backoffMaxMs?: number;
   /** MySQL: connections idlease opens per server (its own, not from the app's pool). Default 8. */
   readonly connectionsPerServer?: number;
+  /** Called when a server goes down, comes back or is refused, and when a call times out (metrics, logs). Must not throw. */
+  readonly onEvent?: (event: TicketEvent) => void;
+}
+
+export type TicketEvent =
+  | { readonly type: 'server-down'; readonly server: string; readonly health: 'down' | 'refused'; readonly error: unknown; readonly problem: ConnectionProblem | undefined }
+  | { readonly type: 'server-up'; readonly server: string }
+  | { readonly type: 'timeout'; readonly error: unknown };
+
+/** A cheap frozen snapshot for metrics: no database round trip (status() asks the servers). */
+export interface TicketStats {
+  /** IDs handed out by this allocator. */
+  readonly served: number;
+  /** Calls that failed with DB_UNAVAILABLE after timeoutMs. */
+  readonly timeouts: number;
+  readonly closed: boolean;
+  readonly servers: ReadonlyArray<{
+    readonly name: string;
+    readonly offset: number;
+    readonly increment: number;
+    readonly health: TicketServerHealth;
+    readonly served: number;
+    readonly failures: number;
+    readonly lockConflicts: number;
+    readonly lastIssued: bigint | undefined;
+    readonly lastError: string | undefined;
+    /** Epoch ms of the last failure on this server. */
+    readonly lastErrorAt: number | undefined;
+  }>;
 }
 
 export type TicketServerHealth = 'up' | 'down' | 'refused';
@@ -71,6 +101,9 @@ export interface TicketAllocator {
   /** Check every server's scheme now; throws BAD_CONFIG if one disagrees with the options. */
   ready(): Promise<void>;
   status(): Promise<TicketServerStatus[]>;
+  stats(): TicketStats;
+  /** Listen to events from now on; returns the function that stops listening. */
+  onEvent(listener: (event: TicketEvent) => void): () => void;
   close(): Promise<void>;
 }
 
@@ -86,6 +119,8 @@ interface Server {
   lockConflicts: number;
   lastError: string | undefined;
   lastIssued: bigint | undefined;
+  served: number;
+  lastErrorAt: number | undefined;
   probeTimer: NodeJS.Timeout | undefined;
   /** BAD_CONFIG found at init: reported by ready() and when no server is left. */
   configError: IdleaseError | undefined;
@@ -187,6 +222,8 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
       lockConflicts: 0,
       lastError: undefined,
       lastIssued: undefined,
+      served: 0,
+      lastErrorAt: undefined,
       probeTimer: undefined,
       configError: undefined,
       verified: false,
@@ -195,6 +232,20 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
 
   let closed = false;
   let rr = 0;
+  let served = 0;
+  let timeouts = 0;
+  const listeners = new Set<(event: TicketEvent) => void>();
+  if (options.onEvent !== undefined && typeof options.onEvent !== 'function') throw new IdleaseError('BAD_CONFIG', 'onEvent must be a function (event) => void.');
+  if (options.onEvent) listeners.add(options.onEvent);
+  function emit(event: TicketEvent): void {
+    for (const listener of listeners) {
+      try {
+        listener(event);
+      } catch {
+        // A broken metrics hook must not break allocation.
+      }
+    }
+  }
   // Callers waiting for a server to come back. Every server that is not up has a probe
   // scheduled or running (markDown sees to it), and a probe that succeeds notifies: so a
   // waiter is woken by a recovery or by its own deadline, never left behind.
@@ -206,10 +257,13 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
     for (const f of w) f();
   }
 
-  function markDown(s: Server, err: unknown, health: TicketServerHealth = 'down'): void {
+  function markDown(s: Server, err: unknown, health: 'down' | 'refused' = 'down'): void {
+    const was = s.health;
     s.health = health;
     s.failures++;
     s.lastError = err instanceof Error ? err.message : String(err);
+    s.lastErrorAt = Date.now();
+    if (was === 'up') emit({ type: 'server-down', server: s.name, health, error: err, problem: connectionProblem(err) });
     s.generation = undefined;
     if (closed || s.probeTimer) return;
     s.probeTimer = setTimeout(() => {
@@ -226,6 +280,7 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
       await init(s);
       s.health = 'up';
       s.failures = 0;
+      emit({ type: 'server-up', server: s.name });
       notifyHealth();
     } catch (err) {
       markDown(s, err, isIdleaseError(err, 'BAD_CONFIG') ? 'refused' : 'down');
@@ -282,6 +337,8 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
         }
         // Concurrent draws finish out of order: keep the highest, for status().
         if (s.lastIssued === undefined || id > s.lastIssued) s.lastIssued = id;
+        s.served++;
+        served++;
         return { id };
       } catch (err) {
         if (isLockConflict(err)) s.lockConflicts++;
@@ -337,12 +394,15 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
     const refusal = [...causes].reverse().find((e) => isIdleaseError(e, 'INVARIANT') || isIdleaseError(e, 'EXHAUSTED'));
     if (refusal && servers.every((s) => s.health === 'refused')) throw refusal;
     const last = causes.at(-1);
-    throw new IdleaseError(
+    const err = new IdleaseError(
       'DB_UNAVAILABLE',
       `No ticket server produced an ID within ${timeoutMs} ms (${servers.map((s) => `${s.name}: ${s.health}${s.lastError ? ` — ${s.lastError}` : ''}`).join('; ')}). ` +
         'Check the servers (idlease tickets status) or raise timeoutMs.',
       { cause: last },
     );
+    timeouts++;
+    emit({ type: 'timeout', error: err });
+    throw err;
   }
 
   return Object.freeze({
@@ -383,6 +443,28 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
           });
         }),
       );
+    },
+    stats(): TicketStats {
+      return Object.freeze({
+        served,
+        timeouts,
+        closed,
+        servers: Object.freeze(
+          servers.map((s) =>
+            Object.freeze({
+              name: s.name, offset: s.offset, increment: s.increment, health: s.health, served: s.served, failures: s.failures,
+              lockConflicts: s.lockConflicts, lastIssued: s.lastIssued, lastError: s.lastError, lastErrorAt: s.lastErrorAt,
+            }),
+          ),
+        ),
+      });
+    },
+    onEvent(listener: (event: TicketEvent) => void): () => void {
+      if (typeof listener !== 'function') throw new IdleaseError('BAD_ARGUMENT', 'onEvent(listener): listener must be a function (event) => void.');
+      listeners.add(listener);
+      return () => {
+        listeners.delete(listener);
+      };
     },
     async close() {
       if (closed) return;

@@ -5,6 +5,8 @@ export {
   type TicketServerOptions,
   type TicketServerStatus,
   type TicketServerHealth,
+  type TicketEvent,
+  type TicketStats,
 } from './allocator.js';
 export { reshardTickets, type ReshardOptions, type ReshardResult } from './reshard.js';
 export type { ServerFacts as TicketServerFacts, TicketScheme, TicketEngine } from '../dialects/tickets.js';
