@@ -1,0 +1,137 @@
+/**
+ * Prometheus metrics for allocators, on prom-client. Values are read from each allocator's
+ * stats() when the registry is scraped, and the few things a snapshot cannot hold (lease
+ * latency, errors by code, when the last error happened) come from its events — which only
+ * slow paths emit, so metrics cost `next()` nothing.
+ */
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { IdleaseError, isIdleaseError } from '../errors.js';
+import type { SegmentAllocator, SegmentEvent } from '../segment/types.js';
+import type { TicketAllocator } from '../ticket/allocator.js';
+
+export type Observable = SegmentAllocator | TicketAllocator;
+
+interface RegistryState {
+  readonly segments: Set<SegmentAllocator>;
+  readonly tickets: Set<TicketAllocator>;
+  readonly leaseSeconds: Histogram<'tag'>;
+  readonly leaseErrors: Counter<'tag' | 'code'>;
+  readonly segmentErrorAt: Map<string, number>;
+}
+
+const states = new WeakMap<Registry, RegistryState>();
+
+function isSegment(a: Observable): a is SegmentAllocator {
+  return typeof (a as SegmentAllocator).nextBatch === 'function';
+}
+
+/** A counter whose value is a running total kept elsewhere (a stats() field). */
+function total<L extends string>(registry: Registry, name: string, help: string, labelNames: readonly L[], read: (set: (labels: Record<L, string>, v: number) => void) => void): void {
+  new Counter<L>({
+    name, help, labelNames, registers: [registry],
+    collect() {
+      this.reset();
+      read((labels, v) => this.inc(labels, v));
+    },
+  });
+}
+
+function gauge<L extends string>(registry: Registry, name: string, help: string, labelNames: readonly L[], read: (set: (labels: Record<L, string>, v: number) => void) => void): void {
+  new Gauge<L>({
+    name, help, labelNames, registers: [registry],
+    collect() {
+      this.reset();
+      // Allocators sharing a tag (or a server name) add up.
+      read((labels, v) => this.inc(labels, v));
+    },
+  });
+}
+
+function register(registry: Registry): RegistryState {
+  const segments = new Set<SegmentAllocator>();
+  const tickets = new Set<TicketAllocator>();
+  const segmentErrorAt = new Map<string, number>();
+  const perSegment = (f: (s: ReturnType<SegmentAllocator['stats']>) => number) => (set: (l: { tag: string }, v: number) => void) => {
+    for (const a of segments) {
+      const s = a.stats();
+      set({ tag: s.tag }, f(s));
+    }
+  };
+  total(registry, 'idlease_segment_ids_served_total', 'IDs handed out by segment allocators.', ['tag'], perSegment((s) => s.served));
+  total(registry, 'idlease_segment_leases_total', 'Successful segment leases (database round trips that moved max_id).', ['tag'], perSegment((s) => s.leases));
+  total(registry, 'idlease_segment_waits_total', 'Calls that found memory empty and waited for a lease.', ['tag'], perSegment((s) => s.waits));
+  total(registry, 'idlease_segment_timeouts_total', 'Calls that failed with DB_UNAVAILABLE after waitTimeoutMs.', ['tag'], perSegment((s) => s.timeouts));
+  total(registry, 'idlease_segment_regressions_total', "Leases refused because the tag's row went backwards (failover, restore).", ['tag'], perSegment((s) => s.regressions));
+  gauge(registry, 'idlease_segment_remaining_ids', 'IDs in memory (current segment + preloaded one).', ['tag'], perSegment((s) => Number(s.remaining)));
+  gauge(registry, 'idlease_segment_runway_seconds', 'How long the IDs in memory last at the measured rate (+Inf before a rate is known).', ['tag'],
+    perSegment((s) => (s.ratePerSecond ? Number(s.remaining) / s.ratePerSecond : Number.POSITIVE_INFINITY)));
+  gauge(registry, 'idlease_segment_step', 'Size of the last lease.', ['tag'], perSegment((s) => s.currentStep));
+  gauge(registry, 'idlease_segment_rate_ids_per_second', 'Measured consumption.', ['tag'], perSegment((s) => s.ratePerSecond ?? 0));
+  gauge(registry, 'idlease_segment_last_error_timestamp_seconds', 'When the last lease failed (0: never).', ['tag'], (set) => {
+    for (const a of segments) set({ tag: a.tag }, (segmentErrorAt.get(a.tag) ?? 0) / 1000);
+  });
+
+  const perServer = (f: (s: ReturnType<TicketAllocator['stats']>['servers'][number]) => number) => (set: (l: { server: string }, v: number) => void) => {
+    for (const a of tickets) for (const s of a.stats().servers) set({ server: s.name }, f(s));
+  };
+  total(registry, 'idlease_ticket_ids_served_total', 'IDs handed out per ticket server.', ['server'], perServer((s) => s.served));
+  total(registry, 'idlease_ticket_server_failures_total', 'Failed draws and probes per ticket server.', ['server'], perServer((s) => s.failures));
+  total(registry, 'idlease_ticket_lock_conflicts_total', 'Deadlocks and lock-wait timeouts met and retried per ticket server.', ['server'], perServer((s) => s.lockConflicts));
+  gauge(registry, 'idlease_ticket_server_up', '1 when the ticket server is in the rotation, 0 when down or refused.', ['server'], perServer((s) => (s.health === 'up' ? 1 : 0)));
+  gauge(registry, 'idlease_ticket_last_error_timestamp_seconds', 'When the ticket server last failed (0: never).', ['server'], perServer((s) => (s.lastErrorAt ?? 0) / 1000));
+  total(registry, 'idlease_ticket_timeouts_total', 'Ticket calls that failed with DB_UNAVAILABLE after timeoutMs.', [], (set) => {
+    for (const a of tickets) set({}, a.stats().timeouts);
+  });
+
+  const state: RegistryState = {
+    segments, tickets, segmentErrorAt,
+    leaseSeconds: new Histogram({
+      name: 'idlease_segment_lease_duration_seconds', help: 'Segment lease latency (read + update).', labelNames: ['tag'], registers: [registry],
+      buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    }),
+    leaseErrors: new Counter({ name: 'idlease_segment_lease_errors_total', help: 'Failed lease attempts by error code (each is retried).', labelNames: ['tag', 'code'], registers: [registry] }),
+  };
+  states.set(registry, state);
+  return state;
+}
+
+function errorCode(err: unknown): string {
+  if (isIdleaseError(err)) return err.code;
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' || typeof code === 'number' ? String(code) : 'unknown';
+}
+
+/**
+ * Export the allocators' metrics on `registry` (prom-client's `register` or your own).
+ * Call again to add more allocators; the returned function stops exporting these ones.
+ */
+export function collectMetrics(registry: Registry, ...allocators: Observable[]): () => void {
+  if (!registry || typeof (registry as Registry).registerMetric !== 'function') {
+    throw new IdleaseError('BAD_ARGUMENT', "collectMetrics(registry, …): registry must be a prom-client Registry (import { register } from 'prom-client').");
+  }
+  const state = states.get(registry) ?? register(registry);
+  const stops: Array<() => void> = [];
+  for (const a of allocators) {
+    if (isSegment(a)) {
+      state.segments.add(a);
+      stops.push(
+        a.onEvent((e: SegmentEvent) => {
+          if (e.type === 'lease') state.leaseSeconds.observe({ tag: e.tag }, e.ms / 1000);
+          else if (e.type === 'lease-error') {
+            state.leaseErrors.inc({ tag: e.tag, code: errorCode(e.error) });
+            state.segmentErrorAt.set(e.tag, Date.now());
+          }
+        }),
+        () => state.segments.delete(a),
+      );
+    } else if (a && typeof (a as TicketAllocator).status === 'function') {
+      state.tickets.add(a);
+      stops.push(() => state.tickets.delete(a));
+    } else {
+      throw new IdleaseError('BAD_ARGUMENT', 'collectMetrics(registry, ...allocators): each allocator must come from createSegmentAllocator or createTicketAllocator.');
+    }
+  }
+  return () => {
+    for (const stop of stops) stop();
+  };
+}

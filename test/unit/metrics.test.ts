@@ -1,0 +1,53 @@
+/** collectMetrics: the exported values are the allocators' stats, and events feed the rest. */
+import { Registry } from 'prom-client';
+import { describe, expect, it } from 'vitest';
+import { collectMetrics } from '../../src/metrics/index.js';
+import { createSegmentAllocator } from '../../src/segment/index.js';
+import { MemoryStore } from './segment-memory-store.js';
+
+async function sample(registry: Registry, name: string, labels: Record<string, string> = {}): Promise<number | undefined> {
+  for (const metric of await registry.getMetricsAsJSON()) {
+    const values = metric.values as Array<{ value: number; labels: Record<string, string | number>; metricName?: string }>;
+    const v = values.find((x) => (x.metricName ?? metric.name) === name && Object.entries(labels).every(([k, want]) => String(x.labels[k]) === want));
+    if (v) return v.value;
+  }
+  return undefined;
+}
+
+describe('collectMetrics (prom-client)', () => {
+  it('segment metrics equal stats(); two allocators on one tag add up; lease latency and errors by code come from events', async () => {
+    const store = new MemoryStore();
+    store.rows.set('order', { maxId: 0n, step: 10 });
+    const a = createSegmentAllocator({ store, tag: 'order', minStep: 10, maxStep: 10 });
+    const b = createSegmentAllocator({ store, tag: 'order', minStep: 10, maxStep: 10 });
+    const registry = new Registry();
+    const stop = collectMetrics(registry, a);
+    collectMetrics(registry, b);
+    await a.nextBatch(25);
+    await b.nextBatch(3);
+    await new Promise((r) => setTimeout(r, 10)); // preloads land
+    const [sa, sb] = [a.stats(), b.stats()];
+    expect(await sample(registry, 'idlease_segment_ids_served_total', { tag: 'order' })).toBe(sa.served + sb.served);
+    expect(await sample(registry, 'idlease_segment_leases_total', { tag: 'order' })).toBe(sa.leases + sb.leases);
+    expect(await sample(registry, 'idlease_segment_remaining_ids', { tag: 'order' })).toBe(Number(sa.remaining + sb.remaining));
+    expect(await sample(registry, 'idlease_segment_lease_duration_seconds_count', { tag: 'order' })).toBe(sa.leases + sb.leases);
+    // A failing lease shows up by its code, with a timestamp.
+    store.down = true;
+    const c = createSegmentAllocator({ store, tag: 'order', waitTimeoutMs: 50, retryMinMs: 5, retryMaxMs: 10 });
+    collectMetrics(registry, c);
+    await expect(c.next()).rejects.toMatchObject({ code: 'DB_UNAVAILABLE' });
+    expect(await sample(registry, 'idlease_segment_lease_errors_total', { tag: 'order', code: 'ECONNREFUSED' })).toBeGreaterThan(0);
+    expect(await sample(registry, 'idlease_segment_timeouts_total', { tag: 'order' })).toBe(1);
+    expect((await sample(registry, 'idlease_segment_last_error_timestamp_seconds', { tag: 'order' }))! * 1000).toBeGreaterThan(Date.now() - 60_000);
+    expect(await registry.metrics()).toMatch(/# TYPE idlease_segment_ids_served_total counter/);
+    // Detaching a: its numbers leave the sums.
+    stop();
+    expect(await sample(registry, 'idlease_segment_ids_served_total', { tag: 'order' })).toBe(b.stats().served + c.stats().served);
+    await Promise.all([a.close(), b.close(), c.close()]);
+  });
+
+  it('rejects what is not a registry or an allocator with BAD_ARGUMENT', () => {
+    expect(() => collectMetrics({} as Registry)).toThrow(expect.objectContaining({ code: 'BAD_ARGUMENT' }));
+    expect(() => collectMetrics(new Registry(), {} as never)).toThrow(expect.objectContaining({ code: 'BAD_ARGUMENT' }));
+  });
+});
