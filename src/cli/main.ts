@@ -4,6 +4,7 @@ import { registerMigrate, type MigrateFlagContributor } from './migrate.js';
 import { registerSegmentCommands } from './segment.js';
 import { registerTicketCommands, ticketMigrateFlags } from './tickets.js';
 import { nextIdMigrateFlags, registerNextIdCommands } from './next-id.js';
+import { registerServeCommand } from './serve.js';
 
 export function buildProgram(): Command {
   const program = new Command('idlease')
@@ -17,6 +18,7 @@ export function buildProgram(): Command {
   registerSegmentCommands(program);
   registerTicketCommands(program);
   registerNextIdCommands(program);
+  registerServeCommand(program);
   program.addHelpText('after', `
 Examples:
   idlease migrate                      create the embedded database and the segment table

@@ -1,0 +1,41 @@
+/** `idlease serve`: flags only; the server lives in src/serve/. */
+import { InvalidArgumentError, type Command } from 'commander';
+import { migrate } from '../migrations/migrate.js';
+import { runServe } from '../serve/run.js';
+import { describeTarget, globals, positiveInt, withKnex } from './context.js';
+
+function tagList(value: string): string[] {
+  const tags = value.split(',').map((t) => t.trim()).filter((t) => t.length > 0);
+  if (tags.length === 0) throw new InvalidArgumentError('--tags needs at least one tag, e.g. --tags order,invoice.');
+  return tags;
+}
+
+export function registerServeCommand(program: Command): void {
+  program
+    .command('serve')
+    .description('serve segment IDs over HTTP (Leaf-compatible /api/segment/get/{tag}, batches, remote leases, /metrics)')
+    .option('--host <host>', 'address to listen on', '127.0.0.1')
+    .option('--port <port>', 'port to listen on (0: any free port, printed on stdout)', (v) => (v === '0' ? 0 : positiveInt('--port')(v)), 8080)
+    .option('--tags <list>', 'serve only these tags (comma-separated); default: every tag', tagList)
+    .option('--token <token>', 'require Authorization: Bearer <token> on /api and /v1 (default: $IDLEASE_TOKEN)')
+    .option('--protect-metrics', 'require the token on /metrics too')
+    .option('--max-step <n>', "largest lease the server's allocators take (default 10000000; smaller wastes less on a crash)", positiveInt('--max-step'))
+    .option('--table <name>', 'segment table', 'idlease_segments')
+    .option('--schema <name>', 'PostgreSQL schema of the segment table')
+    .option('--shutdown-timeout <ms>', 'how long SIGTERM waits for requests in flight', positiveInt('--shutdown-timeout'), 10_000)
+    .addHelpText('after', `
+Tags are never created over HTTP: add them with \`idlease tag add <tag>\`. On the embedded
+database (no --url) the table is created on first use. Logs are JSON lines on stderr; the
+URL it listens on is printed on stdout. SIGTERM/SIGINT: finish requests in flight, give the
+unused part of each lease back, exit 0; a second signal exits at once.`)
+    .action(async (flags: { host: string; port: number; tags?: string[]; token?: string; protectMetrics?: boolean; maxStep?: number; table: string; schema?: string; shutdownTimeout: number }, self: Command) => {
+      const url = globals(self).url ?? process.env.IDLEASE_URL;
+      await withKnex(self, async (knex) => {
+        if (url === undefined || url === '' || url.startsWith('pglite:')) await migrate(knex, { schema: flags.schema, segments: { table: flags.table } });
+        await runServe({
+          knex, host: flags.host, port: flags.port, tags: flags.tags, token: flags.token ?? (process.env.IDLEASE_TOKEN || undefined),
+          protectMetrics: flags.protectMetrics, maxStep: flags.maxStep, table: flags.table, schema: flags.schema, shutdownTimeoutMs: flags.shutdownTimeout, target: describeTarget(self),
+        });
+      });
+    });
+}

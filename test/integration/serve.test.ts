@@ -1,0 +1,168 @@
+/**
+ * Issue 15: `idlease serve` as a real OS process on a real database: endpoints and their
+ * errors, tokens, concurrent clients, remote leases beside in-process allocators, metrics
+ * against what was served, and SIGTERM under load.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ALL_FLAVORS, createTestDb, type TestDb } from '../helpers/db.js';
+import { runCli } from '../helpers/cli.js';
+import { startServe, type ServeProcess } from '../helpers/serve-process.js';
+import { migrate } from '../../src/migrations/migrate.js';
+import { addTag, createSegmentAllocator, listTags } from '../../src/segment/index.js';
+
+const TOKEN = 's3cret-token';
+
+async function get(url: string, init: RequestInit = {}): Promise<{ status: number; text: string; json: () => unknown }> {
+  const r = await fetch(url, { ...init, headers: { authorization: `Bearer ${TOKEN}`, ...(init.headers as Record<string, string> | undefined) } });
+  const text = await r.text();
+  return { status: r.status, text, json: () => JSON.parse(text) };
+}
+
+/** Fetch a counter's value from Prometheus text. */
+function metric(text: string, name: string, labels: string): number {
+  const line = text.split('\n').find((l) => l.startsWith(`${name}{${labels}}`));
+  return line === undefined ? NaN : Number(line.split(' ').at(-1));
+}
+
+describe.each(ALL_FLAVORS)('idlease serve on %s', (flavor) => {
+  let db: TestDb | undefined;
+  let dbUrl: string;
+  let dir: string | undefined;
+  let server: ServeProcess;
+  beforeAll(async () => {
+    if (flavor === 'pglite') {
+      // The server process owns the embedded database: tags are added before it starts.
+      dir = mkdtempSync(path.join(tmpdir(), 'idlease-serve-'));
+      dbUrl = `pglite:${dir}`;
+      for (const tag of ['order', 'mixed', 'load']) expect((await runCli(['--url', dbUrl, 'tag', 'add', tag, '--step', '100'])).code).toBe(0);
+    } else {
+      db = await createTestDb(flavor, 'serve');
+      dbUrl = db.url;
+      await migrate(db.knex);
+      for (const tag of ['order', 'mixed', 'load']) await addTag(db.knex, { tag, step: 100 });
+    }
+    server = await startServe(dbUrl, ['--token', TOKEN]);
+  }, 120_000);
+  afterAll(async () => {
+    await server?.stop();
+    await db?.drop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('serves IDs (Leaf path as text, batches as JSON strings, remote leases) and answers bad input with 4xx {code, message}, never 5xx', async () => {
+    const a = await get(`${server.url}/api/segment/get/order`);
+    expect(a.status).toBe(200);
+    expect(a.text).toMatch(/^\d+$/);
+    const b = await get(`${server.url}/v1/segment/order/ids?n=5`);
+    expect(b.status).toBe(200);
+    const ids = (b.json() as { ids: string[] }).ids;
+    expect(ids.map(BigInt)).toEqual([1n, 2n, 3n, 4n, 5n].map((i) => BigInt(a.text) + i));
+    const lease = await get(`${server.url}/v1/segment/order/lease?step=50`, { method: 'POST' });
+    expect(lease.status).toBe(200);
+    const r = lease.json() as { start: string; end: string };
+    expect(BigInt(r.end) - BigInt(r.start)).toBe(49n);
+    const bad: Array<[string, RequestInit, number, string]> = [
+      ['/api/segment/get/nope', {}, 404, 'UNKNOWN_TAG'],
+      ['/v1/segment/order/ids?n=0', {}, 400, 'BAD_ARGUMENT'],
+      ['/v1/segment/order/ids?n=abc', {}, 400, 'BAD_ARGUMENT'],
+      ['/v1/segment/order/ids?n=100001', {}, 400, 'BAD_ARGUMENT'],
+      ['/v1/segment/order/lease?step=0', { method: 'POST' }, 400, 'BAD_ARGUMENT'],
+      ['/v1/segment/order/lease?step=50', {}, 405, 'METHOD_NOT_ALLOWED'],
+      ['/api/segment/get/%E0%A4%A', {}, 400, 'BAD_ARGUMENT'],
+      ['/junk/../../etc/passwd', {}, 404, 'NOT_FOUND'],
+      ['/v1/segment/order/lease?step=5', { method: 'POST', body: 'x'.repeat(5000) }, 413, 'PAYLOAD_TOO_LARGE'],
+      ['/api/segment/get/order', { headers: { authorization: 'Bearer wrong' } }, 401, 'UNAUTHORIZED'],
+      ['/v1/segment/order/ids?n=1', { headers: { authorization: '' } }, 401, 'UNAUTHORIZED'],
+    ];
+    for (const [p, init, status, code] of bad) {
+      const res = await get(`${server.url}${p}`, init);
+      expect([p, res.status]).toEqual([p, status]);
+      expect(res.json()).toMatchObject({ code, message: expect.any(String) });
+    }
+    // Oversized headers: 431 from the server, which keeps serving.
+    const big = await fetch(`${server.url}/healthz`, { headers: { 'x-big': 'a'.repeat(20_000) } });
+    expect(big.status).toBe(431);
+    // Health and metrics stay open (no --protect-metrics).
+    expect((await fetch(`${server.url}/healthz`)).status).toBe(200);
+    expect((await fetch(`${server.url}/readyz`)).status).toBe(200);
+    expect((await fetch(`${server.url}/metrics`)).status).toBe(200);
+    expect((await get(`${server.url}/api/segment/get/order`)).status).toBe(200);
+  });
+
+  it('4 concurrent clients × 10k IDs: no duplicate, and /metrics counts exactly what was served', async () => {
+    const before = metric(await (await fetch(`${server.url}/metrics`)).text(), 'idlease_segment_ids_served_total', 'tag="load"') || 0;
+    const perClient = await Promise.all(Array.from({ length: 4 }, async () => {
+      const got: bigint[] = [];
+      for (let i = 0; i < 2_000; i++) got.push(BigInt((await get(`${server.url}/api/segment/get/load`)).text));
+      for (let i = 0; i < 80; i++) got.push(...((await get(`${server.url}/v1/segment/load/ids?n=100`)).json() as { ids: string[] }).ids.map(BigInt));
+      return got;
+    }));
+    const all = perClient.flat();
+    expect(all.length).toBe(40_000);
+    expect(new Set(all).size).toBe(all.length);
+    for (const ids of perClient) for (let i = 1; i < ids.length; i++) expect(ids[i]! > ids[i - 1]!).toBe(true);
+    const text = await (await fetch(`${server.url}/metrics`)).text();
+    expect(metric(text, 'idlease_segment_ids_served_total', 'tag="load"') - before).toBe(40_000);
+    expect(metric(text, 'idlease_segment_leases_total', 'tag="load"')).toBeGreaterThan(0);
+    expect(text).toContain('idlease_segment_lease_duration_seconds_bucket{le="0.005",tag="load"}');
+  }, 120_000);
+
+  it.each(flavor === 'pglite' ? [] : ['in-process'])('remote leases mixed with %s allocators on the same tag never overlap', async () => {
+    const local = createSegmentAllocator({ knex: db!.knex, tag: 'mixed', minStep: 7, maxStep: 7 });
+    const ranges: Array<[bigint, bigint]> = [];
+    const localIds: bigint[] = [];
+    await Promise.all([
+      (async () => {
+        for (let i = 0; i < 60; i++) {
+          const r = (await get(`${server.url}/v1/segment/mixed/lease?step=${1 + (i % 13)}`, { method: 'POST' })).json() as { start: string; end: string };
+          ranges.push([BigInt(r.start), BigInt(r.end)]);
+        }
+      })(),
+      (async () => { for (let i = 0; i < 300; i++) localIds.push(await local.next()); })(),
+      (async () => { for (let i = 0; i < 200; i++) localIds.push(BigInt((await get(`${server.url}/api/segment/get/mixed`)).text)); })(),
+    ]);
+    await local.close();
+    for (const id of localIds) expect(ranges.some(([s, e]) => id >= s && id <= e), `ID ${id} inside a remote lease`).toBe(false);
+    expect(new Set(localIds).size).toBe(localIds.length);
+    const sorted = [...ranges].sort((x, y) => (x[0] < y[0] ? -1 : 1));
+    for (let i = 1; i < sorted.length; i++) expect(sorted[i]![0] > sorted[i - 1]![1]).toBe(true);
+  });
+
+  it('SIGTERM under load: requests in flight are answered, the process exits 0 and gives the unused tail back', async () => {
+    // A server of its own, so this test can stop it.
+    const own = flavor === 'pglite' ? server : await startServe(dbUrl, ['--token', TOKEN]);
+    const served: bigint[] = [];
+    let failures = 0;
+    let stop = false;
+    const clients = Array.from({ length: 4 }, async () => {
+      while (!stop) {
+        try {
+          const r = await get(`${own.url}/api/segment/get/order`);
+          if (r.status === 200) served.push(BigInt(r.text));
+          else expect(r.json()).toMatchObject({ code: 'SHUTTING_DOWN' });
+        } catch {
+          failures++; // connection refused or closed once the server stopped accepting
+          stop = true;
+        }
+      }
+    });
+    await new Promise((r) => setTimeout(r, 500));
+    const code = await own.stop('SIGTERM');
+    stop = true;
+    await Promise.all(clients);
+    expect(code).toBe(0);
+    expect(own.stderr()).toMatch(/"event":"stop"/);
+    expect(new Set(served).size).toBe(served.length);
+    expect(served.length).toBeGreaterThan(0);
+    if (flavor !== 'pglite') {
+      // Given back: the row ends right after the highest ID served (no one else leased 'order' since).
+      const row = (await listTags(db!.knex)).find((t) => t.tag === 'order')!;
+      const highest = served.reduce((m, x) => (x > m ? x : m));
+      expect(row.maxId).toBe(highest);
+      expect(/"givenBack":"[1-9]/.test(own.stderr())).toBe(true);
+    }
+  }, 60_000);
+});
