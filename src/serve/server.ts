@@ -82,6 +82,14 @@ function intParam(query: string, name: string, min: number, max: number): number
 }
 
 const MAX_BODY = 1024;
+const LEAF_PREFIX = '/api/segment/get/';
+const PLAIN_TAG = /^[A-Za-z0-9_.-]{1,128}$/;
+
+function sendId(res: http.ServerResponse, id: bigint): void {
+  const body = String(id);
+  res.writeHead(200, { 'content-type': 'text/plain', 'content-length': body.length });
+  res.end(body);
+}
 
 function tagOf(segment: string): string {
   try {
@@ -190,9 +198,7 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
     if (parts[1] === 'api' && parts[2] === 'segment' && parts[3] === 'get' && parts.length === 5) {
       guard(req, 'GET', true);
       const a = await allocatorFor(tagOf(parts[4]!));
-      const body = String(await a.next());
-      res.writeHead(200, { 'content-type': 'text/plain', 'content-length': body.length });
-      res.end(body);
+      sendId(res, await a.next());
       return;
     }
     if (parts[1] === 'v1' && parts[2] === 'segment' && parts.length === 5) {
@@ -253,8 +259,17 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
       return;
     }
     if (closing) res.setHeader('connection', 'close');
-    route(req, res).catch((err: unknown) => fail(res, err));
     req.resume();
+    // The hot route without the router: a served tag spelled plainly, no query string.
+    const url = req.url ?? '';
+    if (url.startsWith(LEAF_PREFIX) && req.method === 'GET' && !closing && PLAIN_TAG.test(url.slice(LEAF_PREFIX.length))) {
+      const a = allocators.get(url.slice(LEAF_PREFIX.length));
+      if (a && authorized(req)) {
+        a.next().then((id) => sendId(res, id), (err: unknown) => fail(res, err));
+        return;
+      }
+    }
+    route(req, res).catch((err: unknown) => fail(res, err));
   });
   server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
     // Malformed requests (bad request line, oversized headers): answer 400/431 and hang up, never crash.

@@ -1,0 +1,76 @@
+/**
+ * `npm run bench -- serve`: `idlease serve` under autocannon (keep-alive, 64 connections)
+ * against a bare node:http server returning an in-memory counter, both as separate OS
+ * processes on this machine, measured alternately in the same run. Store: a temporary
+ * embedded PGlite database (set IDLEASE_BENCH_URL to a server URL to lease from it).
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import autocannon from 'autocannon';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const TSX = pathToFileURL(path.join(ROOT, 'node_modules/tsx/dist/loader.mjs')).href;
+const BIN = path.join(ROOT, 'src/cli/bin.ts');
+const SECONDS = 8;
+const ROUNDS = 2;
+
+function start(args: string[]): Promise<{ url: string; child: ChildProcess }> {
+  const child = spawn(process.execPath, ['--import', TSX, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
+  return new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      if (out.includes('\n')) resolve({ url: out.split('\n')[0]!.trim(), child });
+    });
+    child.once('exit', (code) => reject(new Error(`server exited ${code} before listening`)));
+  });
+}
+
+async function load(url: string, seconds = SECONDS): Promise<autocannon.Result> {
+  return autocannon({ url, connections: 64, pipelining: 1, duration: seconds });
+}
+
+function stop(child: ChildProcess): Promise<void> {
+  return new Promise((resolve) => {
+    child.once('exit', () => resolve());
+    child.kill('SIGTERM');
+  });
+}
+
+export default async function run(): Promise<void> {
+  const dir = mkdtempSync(path.join(tmpdir(), 'idlease-bench-serve-'));
+  const url = process.env.IDLEASE_BENCH_URL ?? `pglite:${path.join(dir, 'db')}`;
+  try {
+    const cli = (args: string[]) => spawnSync(process.execPath, ['--import', TSX, BIN, '--url', url, ...args], { cwd: ROOT, stdio: 'inherit' });
+    cli(['migrate']);
+    cli(['tag', 'add', 'bench', '--step', '1000']);
+    const base = await start([path.join(ROOT, 'bench/serve-baseline.ts')]);
+    const ours = await start([BIN, '--url', url, 'serve', '--port', '0']);
+    const idPath = `${ours.url}/api/segment/get/bench`;
+    await load(base.url, 2); // warm-up: JIT and the first leases, out of the timed runs
+    await load(idPath, 2);
+    let b: autocannon.Result | undefined;
+    let o: autocannon.Result | undefined;
+    for (let r = 0; r < ROUNDS; r++) {
+      const rb = await load(base.url);
+      const ro = await load(idPath);
+      if (!b || rb.requests.average > b.requests.average) b = rb;
+      if (!o || ro.requests.average > o.requests.average) o = ro;
+    }
+    const batch = await load(`${ours.url}/v1/segment/bench/ids?n=1000`);
+    await Promise.all([stop(base.child), stop(ours.child)]);
+    const errors = o!.non2xx + o!.errors + batch.non2xx + batch.errors;
+    console.log(`store: ${url.startsWith('pglite') ? 'embedded PGlite' : url.replace(/\/\/[^@]*@/, '//')}; Node ${process.version}; autocannon, 64 keep-alive connections, ${SECONDS} s per run, best of ${ROUNDS}, server and load generator on the same 2 cores\n`);
+    console.log('| measure | idlease serve | bare node:http counter (same run) | ratio |');
+    console.log('|---|---|---|---|');
+    console.log(`| \`GET /api/segment/get/{tag}\` requests/s | ${Math.round(o!.requests.average).toLocaleString('en')} | ${Math.round(b!.requests.average).toLocaleString('en')} | ${(o!.requests.average / b!.requests.average).toFixed(2)}× |`);
+    console.log(`| latency p50 / p99 | ${o!.latency.p50} / ${o!.latency.p99} ms | ${b!.latency.p50} / ${b!.latency.p99} ms | |`);
+    console.log(`| \`GET /v1/segment/{tag}/ids?n=1000\` IDs/s | ${Math.round(batch.requests.average * 1000).toLocaleString('en')} | | |`);
+    console.log(`| non-2xx + errors | ${errors} | | |`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
