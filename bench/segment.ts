@@ -7,6 +7,8 @@
  */
 import { connect } from '../src/connect.js';
 import { migrate } from '../src/migrations/migrate.js';
+import { Registry } from 'prom-client';
+import { collectMetrics } from '../src/metrics/index.js';
 import { addTag, createSegmentAllocator, type SegmentAllocator } from '../src/segment/index.js';
 
 const N = 10_000_000;
@@ -79,19 +81,29 @@ export default async function run(): Promise<void> {
   try {
     await migrate(knex);
     const tag = `bench_${Date.now()}`;
-    for (const t of [tag, tag + '_b', tag + '_p']) await addTag(knex, { tag: t, step: 1000 });
+    for (const t of [tag, tag + '_b', tag + '_p', tag + '_m']) await addTag(knex, { tag: t, step: 1000 });
 
     // 1. await next() vs a bare async counter (best of ROUNDS each, interleaved).
+    // The same with collectMetrics attached (prom-client registry, scraped once a second).
     const alloc = createSegmentAllocator({ knex, tag });
+    const metered = createSegmentAllocator({ knex, tag: tag + '_m' });
+    const registry = new Registry();
+    collectMetrics(registry, metered);
+    const scrape = setInterval(() => void registry.metrics(), 1000);
     await alloc.nextBatch(1000); // first lease out of the timed loop
+    await metered.nextBatch(1000);
     let base = 0;
     let ours = 0;
+    let withMetrics = 0;
     for (let r = 0; r < ROUNDS; r++) {
       base = Math.max(base, await awaitLoop(bareCounter(), N));
       ours = Math.max(ours, await awaitLoop(alloc, N));
+      withMetrics = Math.max(withMetrics, await awaitLoop(metered, N));
     }
+    clearInterval(scrape);
     const s1 = alloc.stats();
     await alloc.close();
+    await metered.close();
 
     // 2. nextBatch(1000) vs a sync bigint loop filling arrays of 1000.
     const batch = createSegmentAllocator({ knex, tag: tag + '_b' });
@@ -123,6 +135,7 @@ export default async function run(): Promise<void> {
 
     const rows = [
       ['`await next()` IDs/s', fmt(ours), `bare async bigint counter ${fmt(base)}`, (ours / base).toFixed(2) + '×'],
+      ['`await next()` IDs/s with collectMetrics on', fmt(withMetrics), `without metrics ${fmt(ours)}`, (withMetrics / ours).toFixed(2) + '×'],
       ['`nextBatch(1000)` IDs/s', fmt(bOurs), `sync bigint loop ${fmt(bBase)}`, (bOurs / bBase).toFixed(2) + '×'],
       [`next() p99.9 at ${fmt(rate)}/s, maxStep 20k (${after.leases - before.leases} switches, ${after.waits - before.waits} waits)`, `${la.p999.toFixed(1)} µs`, `bare counter ${lb.p999.toFixed(1)} µs`, (la.p999 / lb.p999).toFixed(2) + '×'],
       ['next() p99 / max at 1M/s, maxStep 20k', `${la.p99.toFixed(1)} / ${la.max.toFixed(0)} µs`, `${lb.p99.toFixed(1)} / ${lb.max.toFixed(0)} µs`, (la.p99 / lb.p99).toFixed(2) + '×'],
