@@ -3,7 +3,8 @@
 # PostgreSQL (127.0.0.1:5432, trust auth, user postgres, database `test`) are running.
 # Installs them with apt-get on a bare Debian/Ubuntu box, starts them when stopped, and
 # says what it did. Safe to run again: what is already in place is left alone.
-# Skip it entirely by setting IDLEASE_TEST_MYSQL_URL and IDLEASE_TEST_PG_URL.
+# Also installs pgbouncer, galera-4 and faketime (started by the HA tests themselves).
+# Skip the servers by setting IDLEASE_TEST_MYSQL_URL and IDLEASE_TEST_PG_URL.
 set -euo pipefail
 
 say() { printf 'ensure-databases: %s\n' "$*"; }
@@ -70,5 +71,17 @@ ensure_postgres() {
   fi
 }
 
+# Components the HA and clock tests start on their own ports: pgbouncer (transaction pooling),
+# galera-4 (a MariaDB Galera cluster), faketime (a process with a shifted clock).
+ensure_tools() {
+  local missing=()
+  [ -x /usr/sbin/pgbouncer ] || [ -x /usr/bin/pgbouncer ] || missing+=(pgbouncer)
+  ls /usr/lib/galera/libgalera_smm.so /usr/lib/*/galera*/libgalera_smm.so >/dev/null 2>&1 || missing+=(galera-4)
+  command -v faketime >/dev/null || missing+=(faketime)
+  if [ ${#missing[@]} -gt 0 ]; then apt_install "${missing[@]}"; fi
+  say "tools: pgbouncer, galera-4, faketime present"
+}
+
 ensure_mariadb
 ensure_postgres
+ensure_tools
