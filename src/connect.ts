@@ -10,6 +10,12 @@ export const DEFAULT_PGLITE_DIR = path.join('.idlease', 'pglite');
 export interface ConnectOptions {
   /** Pool size for server databases (PGlite is always one connection). Default 4. */
   poolMax?: number;
+  /**
+   * Where knex's own warnings and errors go (one string each, prefixed "knex: "). Default:
+   * stderr. The CLI passes one that prints only with --verbose, so a user sees its one-line
+   * error and not the driver's stack traces.
+   */
+  log?: (line: string) => void;
 }
 
 /**
@@ -26,26 +32,30 @@ export function connect(url?: string, options: ConnectOptions = {}): Knex {
 
 /** The knex config connect() uses, for knexfiles and apps that build their own knex. */
 export function knexConfig(url?: string, options: ConnectOptions = {}): Knex.Config {
-  return { ...driverConfig(url, options), log: quietLog };
+  return { ...driverConfig(url, options), log: knexLog(options.log ?? toStderr) };
 }
 
 /**
  * knex logs to stdout, which would corrupt `--json` output; and its "can't take lock"
  * warnings are noise here, because migrate() waits for the lock itself.
  */
-const quietLog = {
-  warn(message: unknown) {
-    if (/Can't take lock|release the lock manually/.test(String(message))) return;
-    process.stderr.write(`knex: ${String(message)}\n`);
-  },
-  error(message: unknown) {
-    process.stderr.write(`knex: ${String(message)}\n`);
-  },
-  deprecate(method: unknown, alternative: unknown) {
-    process.stderr.write(`knex: ${String(method)} is deprecated, use ${String(alternative)}\n`);
-  },
-  debug() {},
-};
+function knexLog(write: (line: string) => void): Knex.Config['log'] {
+  return {
+    warn(message: unknown) {
+      if (/Can't take lock|release the lock manually/.test(String(message))) return;
+      write(`knex: ${String(message)}`);
+    },
+    error(message: unknown) {
+      write(`knex: ${String(message)}`);
+    },
+    deprecate(method: unknown, alternative: unknown) {
+      write(`knex: ${String(method)} is deprecated, use ${String(alternative)}`);
+    },
+    debug() {},
+  };
+}
+
+const toStderr = (line: string) => void process.stderr.write(line + '\n');
 
 function driverConfig(url: string | undefined, options: ConnectOptions): Knex.Config {
   const poolMax = options.poolMax ?? 4;

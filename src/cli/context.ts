@@ -1,10 +1,13 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import type { Knex } from 'knex';
-import { connect, DEFAULT_PGLITE_DIR } from '../connect.js';
+import { connect, DEFAULT_PGLITE_DIR, redact } from '../connect.js';
+import { connectionError, connectionProblem, describeConnectionProblem } from '../dialects/connection-errors.js';
+import { IdleaseError } from '../errors.js';
 
 export interface GlobalOptions {
   url?: string;
   json?: boolean;
+  verbose?: boolean;
 }
 
 /** The options every command inherits (`--url`, `--json`), read from the root program. */
@@ -12,11 +15,30 @@ export function globals(cmd: Command): GlobalOptions {
   return cmd.optsWithGlobals<GlobalOptions>();
 }
 
+/** A knex handle for a CLI command: knex's own log lines (stack traces included) only with --verbose. */
+export function openDatabase(cmd: Command, url: string | undefined, poolMax?: number): Knex {
+  const verbose = globals(cmd).verbose === true;
+  return connect(url, { poolMax, log: (line) => { if (verbose) process.stderr.write(line + '\n'); } });
+}
+
+/**
+ * A wrong password or database name will not fix itself: a one-shot command says so at once
+ * instead of waiting out the allocators' retry bound and calling the database unavailable.
+ */
+export async function refuseBadConnection(knex: Knex, url: string | undefined): Promise<void> {
+  const err = await connectionError(knex, 3000);
+  const problem = connectionProblem(err);
+  if (problem === 'access-denied' || problem === 'unknown-database') {
+    throw new IdleaseError('BAD_CONFIG', `cannot use ${url ? redact(url) : 'the embedded PGlite'}: ${describeConnectionProblem(problem)} (${(err as Error).message}).`, { cause: err });
+  }
+}
+
 /** Open the database the user named (or the embedded PGlite), run `fn`, always close. */
 export async function withKnex<T>(cmd: Command, fn: (knex: Knex) => Promise<T>): Promise<T> {
-  const { url } = globals(cmd);
-  const knex = connect(url ?? process.env.IDLEASE_URL);
+  const url = globals(cmd).url ?? process.env.IDLEASE_URL;
+  const knex = openDatabase(cmd, url);
   try {
+    await refuseBadConnection(knex, url);
     return await fn(knex);
   } finally {
     await knex.destroy();

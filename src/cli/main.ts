@@ -11,8 +11,16 @@ export function buildProgram(): Command {
     .description('Unique 64-bit IDs from the MySQL/MariaDB and PostgreSQL you already run.')
     .option('--url <url>', 'database: mysql://…, mariadb://…, postgres://…, pglite:<dir> (default: $IDLEASE_URL, else embedded PGlite in ./.idlease/)')
     .option('--json', 'machine-readable output (IDs as strings)')
-    .showHelpAfterError('(run with --help for usage)')
+    .option('--verbose', "on failure, also print the error's causes and the database driver's log lines")
     .exitOverride();
+  // Every error is one line `idlease: CODE: message`, commander's own parse errors included;
+  // subcommands inherit this (copyInheritedSettings), so it holds for `idlease tickets next -n 0` too.
+  program.configureOutput({
+    outputError: (str, write) => {
+      shownErrors.add(program);
+      write(parseErrorLine(str));
+    },
+  });
   const contributors: MigrateFlagContributor[] = [ticketMigrateFlags, nextIdMigrateFlags];
   registerMigrate(program, contributors);
   registerSegmentCommands(program);
@@ -36,16 +44,44 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   } catch (err) {
     if (err instanceof CommanderError) {
-      // Commander already printed usage or the error line; help and version exit 0.
-      return err.exitCode === 0 ? 0 : 2;
+      // Help and version exit 0. Parse errors were printed by outputError; an argument
+      // parser that throws inside an action (`tag set-step x 0`) was not.
+      if (err.exitCode === 0) return 0;
+      if (!shownErrors.has(program)) process.stderr.write(parseErrorLine(err.message));
+      return 2;
     }
+    const verbose = argv.includes('--verbose');
     if (err instanceof IdleaseError) {
-      process.stderr.write(`idlease: ${err.code}: ${err.message}\n`);
+      process.stderr.write(`idlease: ${err.code}: ${oneLine(err.message)}\n`);
+      if (verbose) printCauses(err);
       // Input and setup errors (fix and rerun) exit 2; a database that did not answer or a refused value exit 1.
-      const category = errorCategory(err);
-      return category === 'client' || category === 'config' ? 2 : 1;
+      return exitCodeOf(err);
     }
-    process.stderr.write(`idlease: ${(err as Error)?.message ?? String(err)}\n`);
+    process.stderr.write(`idlease: INTERNAL: ${oneLine((err as Error)?.message ?? String(err))} (rerun with --verbose and report it)\n`);
+    if (verbose) printCauses(err);
     return 1;
+  }
+}
+
+/** The exit code for an error code: ERROR_CATEGORIES decides (client/config → 2, else 1). */
+export function exitCodeOf(err: IdleaseError): number {
+  const category = errorCategory(err);
+  return category === 'client' || category === 'config' ? 2 : 1;
+}
+
+/** Programs whose parse error commander has already printed through outputError. */
+const shownErrors = new WeakSet<Command>();
+
+function parseErrorLine(commanderMessage: string): string {
+  return `idlease: BAD_ARGUMENT: ${oneLine(commanderMessage.replace(/^error: /, ''))} (see idlease --help)\n`;
+}
+
+function oneLine(text: string): string {
+  return text.replace(/\s*\n\s*/g, ' ').trim();
+}
+
+function printCauses(err: unknown): void {
+  for (let e: unknown = err, depth = 0; e !== undefined && e !== null && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
+    process.stderr.write(`${depth === 0 ? '' : 'caused by: '}${(e as Error)?.stack ?? String(e)}\n`);
   }
 }

@@ -5,32 +5,39 @@
  */
 import { InvalidArgumentError, type Command } from 'commander';
 import type { Knex } from 'knex';
-import { connect, redact } from '../connect.js';
+import { redact } from '../connect.js';
 import { IdleaseError } from '../errors.js';
 import { createTicketAllocator } from '../ticket/allocator.js';
 import { reshardTickets } from '../ticket/reshard.js';
 import type { MigrateFlagContributor } from './migrate.js';
-import { globals, positiveInt, print } from './context.js';
+import { globals, openDatabase, positiveInt, print, refuseBadConnection } from './context.js';
 
 export const ticketMigrateFlags: MigrateFlagContributor = {
   configure(cmd) {
     cmd
       .option('--tickets [sequences...]', 'install ticket tables (MySQL) / sequences (Postgres); names default to "default"')
-      .option('--tickets-engine <engine>', 'MySQL storage engine for ticket tables: InnoDB (durable) or MyISAM (faster, not crash-safe)', 'InnoDB')
+      .option('--tickets-engine <engine>', 'MySQL/MariaDB only: storage engine for ticket tables, InnoDB (durable, the default) or MyISAM (faster, not crash-safe)')
       .option('--tickets-increment <n>', 'auto-increment increment this server serves (number of servers)', positiveInt('--tickets-increment'))
       .option('--tickets-offset <k>', "this server's offset 1..increment", positiveInt('--tickets-offset'));
   },
   toOptions(flags) {
     const t = flags.tickets as true | string[] | undefined;
-    if (t === undefined) return {};
-    const engine = flags.ticketsEngine as string;
-    if (engine !== 'InnoDB' && engine !== 'MyISAM') {
+    if (t === undefined) {
+      const stray = (['ticketsEngine', 'ticketsIncrement', 'ticketsOffset'] as const).find((k) => flags[k] !== undefined);
+      if (stray) {
+        const flag = '--' + stray.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase());
+        throw new IdleaseError('BAD_CONFIG', `${flag} applies only with --tickets; add --tickets [sequences...] to install ticket objects.`);
+      }
+      return {};
+    }
+    const engine = flags.ticketsEngine as string | undefined;
+    if (engine !== undefined && engine !== 'InnoDB' && engine !== 'MyISAM') {
       throw new IdleaseError('BAD_CONFIG', `--tickets-engine must be InnoDB or MyISAM, got ${JSON.stringify(engine)}.`);
     }
     return {
       tickets: {
         ...(Array.isArray(t) && t.length > 0 ? { sequences: t } : {}),
-        engine,
+        ...(engine !== undefined ? { engine } : {}),
         ...(flags.ticketsIncrement !== undefined ? { increment: flags.ticketsIncrement as number } : {}),
         ...(flags.ticketsOffset !== undefined ? { offset: flags.ticketsOffset as number } : {}),
       },
@@ -67,8 +74,9 @@ async function withServers<T>(self: Command, flags: ServerFlags, fn: (servers: A
   if (offsets.length !== urls.length) {
     throw new IdleaseError('BAD_CONFIG', `--offsets names ${offsets.length} offsets for ${urls.length} servers; give one offset per --server.`);
   }
-  const knexes = urls.map((u) => connect(u, { poolMax: 2 }));
+  const knexes = urls.map((u) => openDatabase(self, u, 2));
   try {
+    await Promise.all(knexes.map((k, i) => refuseBadConnection(k, urls[i])));
     return await fn(knexes.map((knex, i) => ({ knex, offset: offsets[i]!, name: urls[i] ? redact(urls[i]!) : 'embedded PGlite' })));
   } finally {
     await Promise.all(knexes.map((k) => k.destroy()));
@@ -148,8 +156,9 @@ Examples:
     .option('--margin <n>', 'start this many IDs above the global maximum (after a failover that may have lost draws; docs/failover.md)', nonNegativeBig)
     .action(async (flags: ServerFlags & { retire: string[]; margin?: bigint }, self: Command) => {
       await withServers(self, flags, async (servers) => {
-        const retired = flags.retire.map((u) => ({ knex: connect(u, { poolMax: 2 }), name: redact(u) }));
+        const retired = flags.retire.map((u) => ({ knex: openDatabase(self, u, 2), name: redact(u) }));
         try {
+          await Promise.all(retired.map((x, i) => refuseBadConnection(x.knex, flags.retire[i])));
           const r = await reshardTickets({ servers, increment: flags.increment, sequence: flags.sequence, retire: retired, margin: flags.margin });
           print(
             self,

@@ -1,3 +1,4 @@
+import type { Knex } from 'knex';
 /**
  * What a driver error says about the connection, for messages and events: a wrong password
  * or a missing database is configuration (retrying will not fix it until someone does),
@@ -28,5 +29,23 @@ export function describeConnectionProblem(problem: ConnectionProblem): string {
       return 'unknown database: check the database name in the connection URL (create it, then run idlease migrate)';
     case 'unreachable':
       return 'the database is unreachable: check that it is running and reachable';
+  }
+}
+
+/**
+ * One round trip to see whether the connection works at all. Resolves to the driver's error,
+ * or undefined when the database answered or did not answer within `timeoutMs` (a slow
+ * server is the allocators' business: they wait and retry on their own bounds).
+ */
+export async function connectionError(knex: Knex, timeoutMs: number): Promise<unknown> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), timeoutMs);
+    timer.unref();
+  });
+  try {
+    return await Promise.race([knex.raw('SELECT 1').then(() => undefined, (err: unknown) => err), late]);
+  } finally {
+    clearTimeout(timer);
   }
 }

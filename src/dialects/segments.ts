@@ -1,5 +1,6 @@
 /** SQL for the segment table: DDL here; the lease and admin statements sit beside it. */
 import type { Knex } from 'knex';
+import { isMissingTable } from './missing-object.js';
 import { IdleaseError } from '../errors.js';
 import { MAX_INT64, toBigInt } from '../ids.js';
 import { type Flavor, qualified, quoteIdent } from './detect.js';
@@ -76,8 +77,7 @@ function table(t: Target): string {
 
 /** Missing table → NOT_MIGRATED (what to run); anything else passes through for the caller's retry policy. */
 export function translateSegmentError(err: unknown, t: Target): unknown {
-  const e = err as { code?: string; errno?: number; message?: string };
-  if (e?.code === '42P01' || e?.errno === 1146 || e?.code === 'ER_NO_SUCH_TABLE' || /relation .* does not exist/i.test(String(e?.message))) {
+  if (isMissingTable(err)) {
     return new IdleaseError(
       'NOT_MIGRATED',
       `The segment table ${t.ref.schema ? t.ref.schema + '.' : ''}${t.ref.table} does not exist. Run \`idlease migrate\` (or migrate(knex)) first.`,

@@ -8,6 +8,7 @@
  * scheme: their draw inserts nothing and they learn it from the same OK packet.
  */
 import type { Knex } from 'knex';
+import { isMissingTable } from './missing-object.js';
 import { type Flavor, qualified, quoteIdent } from './detect.js';
 import { affectedRows, rowsOf } from './results.js';
 import { IdleaseError } from '../errors.js';
@@ -110,11 +111,6 @@ export function ticketsDdl(
 }
 
 
-function isMissingObject(err: unknown): boolean {
-  const e = err as { errno?: number; code?: string };
-  return e?.errno === 1146 || e?.code === '42P01' || /does not exist|doesn't exist/i.test(String((err as Error)?.message));
-}
-
 function notMigrated(ref: TicketRef, cause: unknown): IdleaseError {
   return new IdleaseError(
     'NOT_MIGRATED',
@@ -131,7 +127,7 @@ export async function readScheme(knex: Knex, flavor: Flavor, ref: TicketRef): Pr
       [ref.sequence],
     );
   } catch (err) {
-    if (isMissingObject(err)) throw notMigrated(ref, err);
+    if (isMissingTable(err)) throw notMigrated(ref, err);
     throw err;
   }
   const row = rowsOf(flavor, res)[0];
@@ -428,7 +424,7 @@ export function postgresTicketSource(knex: Knex, flavor: Flavor, ref: TicketRef)
       try {
         res = await knex.raw(drawSql, [ref.sequence, generation.toString()]);
       } catch (err) {
-        if (isMissingObject(err)) throw notMigrated(ref, err);
+        if (isMissingTable(err)) throw notMigrated(ref, err);
         if ((err as { code?: string }).code === '2200H' || /reached maximum value of sequence/i.test(String((err as Error).message))) {
           throw new IdleaseError('EXHAUSTED', `The ticket sequence ${seq} reached its maximum (2^63-1); it never wraps. Move this sequence to a fresh range or retire the server.`, { cause: err });
         }
@@ -462,6 +458,14 @@ export function postgresTicketSource(knex: Knex, flavor: Flavor, ref: TicketRef)
 export async function fenceScheme(knex: Knex, flavor: Flavor, ref: TicketRef): Promise<TicketScheme> {
   const schemes = schemeTable(flavor, ref.schema);
   return knex.transaction(async (trx) => {
+    try {
+      return await fenceIn(trx);
+    } catch (err) {
+      throw isMissingTable(err) ? notMigrated(ref, err) : err;
+    }
+  });
+
+  async function fenceIn(trx: Knex.Transaction): Promise<TicketScheme> {
     // Postgres: draws hold ACCESS SHARE on the scheme table until they end; this waits for
     // them and holds new ones until commit. MySQL: the draw's INSERT … SELECT holds a shared
     // lock on the scheme row, which this UPDATE waits for.
@@ -473,7 +477,7 @@ export async function fenceScheme(knex: Knex, flavor: Flavor, ref: TicketRef): P
     const changed = affectedRows(flavor, res);
     if (changed !== 1) throw notMigrated(ref, undefined);
     return readScheme(trx, flavor, ref);
-  });
+  }
 }
 
 /** The highest ticket this server has ever issued (0 if none). Call after fencing. */

@@ -73,6 +73,15 @@ export function planMigrations(flavor: Flavor, options: MigrateOptions = {}): Pl
   const segments = resolveSegmentsOptions(options.segments);
   if (segments) migrations.push(...segmentsMigrations(flavor, schema, segments));
   const tickets = resolveTicketsOptions(options.tickets);
+  const engine = typeof options.tickets === 'object' && options.tickets !== null ? options.tickets.engine : undefined;
+  if (engine !== undefined && isPostgres(flavor)) {
+    // A Postgres ticket server is a sequence: there is no storage engine to choose, and
+    // accepting one silently would let a user believe they picked durability (or speed).
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      `tickets.engine (--tickets-engine ${engine}) applies to MySQL/MariaDB only; PostgreSQL ticket servers are sequences. Leave the option out on PostgreSQL/PGlite.`,
+    );
+  }
   if (tickets) migrations.push(...ticketsMigrations(flavor, schema, tickets));
   const nextIds = resolveNextIdOptions(options.nextId);
   if (nextIds.length > 0 && !isPostgres(flavor)) {

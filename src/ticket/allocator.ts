@@ -10,6 +10,7 @@ import {
   mysqlTicketSource,
   postgresTicketSource,
   type ServerFacts,
+  type TicketScheme,
   type TicketSource,
 } from '../dialects/tickets.js';
 import { connectionProblem, type ConnectionProblem } from '../dialects/connection-errors.js';
@@ -184,6 +185,15 @@ function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** Errors about the setup (options, missing migration): waiting will not fix them, so the server is refused, not retried as down. */
+function isSetupError(err: unknown): boolean {
+  return isIdleaseError(err, 'BAD_CONFIG') || isIdleaseError(err, 'NOT_MIGRATED');
+}
+
+function withServerName(err: IdleaseError, name: string): IdleaseError {
+  return new IdleaseError(err.code, `${name}: ${err.message}`, { cause: err.cause ?? err });
+}
+
 export function createTicketAllocator(options: TicketAllocatorOptions): TicketAllocator {
   const { increment, sequence, schema } = resolveServerSet(options, 'createTicketAllocator({ servers: [{ knex, offset: 1 }, …] })');
   const statementTimeoutMs = positiveInt(options.statementTimeoutMs, 'statementTimeoutMs', 2000);
@@ -283,7 +293,7 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
       emit({ type: 'server-up', server: s.name });
       notifyHealth();
     } catch (err) {
-      markDown(s, err, isIdleaseError(err, 'BAD_CONFIG') ? 'refused' : 'down');
+      markDown(s, err, isSetupError(err) ? 'refused' : 'down');
     }
   }
 
@@ -293,7 +303,14 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
    * comes from the scheme rows reshard wrote consistently across servers.
    */
   async function init(s: Server): Promise<void> {
-    const scheme = await within(s.source.readScheme(), statementTimeoutMs, s.name);
+    let scheme: TicketScheme;
+    try {
+      scheme = await within(s.source.readScheme(), statementTimeoutMs, s.name);
+    } catch (err) {
+      // A server without the ticket objects will not grow them by waiting: report it now.
+      if (isIdleaseError(err, 'NOT_MIGRATED')) s.configError = withServerName(err, s.name);
+      throw err;
+    }
     if (!scheme.open) throw new Error(`${s.name}: a reshard is in progress (scheme closed); retrying`);
     if (!s.verified && (scheme.increment !== increment || scheme.offset !== s.configuredOffset)) {
       s.configError = new IdleaseError(
@@ -347,7 +364,8 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
           continue;
         }
         if (isLockConflict(err)) return { failed: err }; // alive but contended: try another server
-        const refused = isIdleaseError(err, 'BAD_CONFIG') || isIdleaseError(err, 'EXHAUSTED');
+        if (isIdleaseError(err, 'NOT_MIGRATED')) s.configError = withServerName(err, s.name);
+        const refused = isSetupError(err) || isIdleaseError(err, 'EXHAUSTED');
         markDown(s, err, refused ? 'refused' : 'down');
         return { failed: err };
       }
@@ -413,8 +431,7 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
           try {
             await init(s);
           } catch (err) {
-            if (!isIdleaseError(err, 'BAD_CONFIG')) markDown(s, err);
-            else markDown(s, err, 'refused');
+            markDown(s, err, isSetupError(err) ? 'refused' : 'down');
           }
         }),
       );

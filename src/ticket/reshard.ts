@@ -13,7 +13,7 @@
 import type { Knex } from 'knex';
 import { flavorOf } from '../dialects/detect.js';
 import { fenceScheme, highestIssued, openScheme, type TicketScheme } from '../dialects/tickets.js';
-import { IdleaseError } from '../errors.js';
+import { IdleaseError, isIdleaseError } from '../errors.js';
 import { MAX_INT64 } from '../ids.js';
 import { firstAbove, resolveServerSet } from './config.js';
 
@@ -51,13 +51,25 @@ export async function reshardTickets(options: ReshardOptions): Promise<ReshardRe
     ...(options.retire ?? []).map((s, i) => ({ knex: s.knex, offset: 0, name: s.name ?? `retired${i + 1}`, keep: false })),
   ];
   const fenced: Array<{ knex: Knex; before: TicketScheme }> = [];
+  let fencing = all[0]!.name;
   try {
-    for (const s of all) fenced.push({ knex: s.knex, before: await fenceScheme(s.knex, flavorOf(s.knex), ref) });
+    for (const s of all) {
+      fencing = s.name;
+      fenced.push({ knex: s.knex, before: await fenceScheme(s.knex, flavorOf(s.knex), ref) });
+    }
   } catch (err) {
     // Reopen what was fenced, counters untouched: the old scheme is still consistent.
     for (const f of fenced) {
       const flavor = flavorOf(f.knex);
       await openScheme(f.knex, flavor, ref, { increment: f.before.increment, offset: f.before.offset, first: (await highestIssued(f.knex, flavor, ref)) + 1n }).catch(() => undefined);
+    }
+    if (isIdleaseError(err, 'NOT_MIGRATED')) {
+      // A server joining the set must be set up first: waiting or retrying will not do it.
+      throw new IdleaseError(
+        'NOT_MIGRATED',
+        `reshard: ${fencing} has no ticket objects for sequence "${sequence}"; nothing was changed. Migrate it first with its place in the new set, e.g. idlease --url <its url> migrate --no-segments --tickets ${sequence} --tickets-increment ${increment} --tickets-offset <its offset>, then run reshard again.`,
+        { cause: err },
+      );
     }
     throw new IdleaseError('DB_UNAVAILABLE', `reshard: could not fence every server (${(err as Error).message}); nothing was changed, the fenced servers were reopened. Retry when all servers answer.`, { cause: err });
   }
