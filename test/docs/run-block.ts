@@ -1,0 +1,222 @@
+/**
+ * Runs one docs block as a user would: TypeScript with tsx in a project whose `idlease`
+ * is this checkout, shell with `idlease` (and `npx idlease`) on PATH, SQL with psql, the
+ * mysql client or PGlite. Each run gets a context: a temp project directory and fresh
+ * databases, named to the block through environment variables (see CONTRIBUTING.md,
+ * "Docs samples").
+ */
+import { spawn } from 'node:child_process';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { PGlite } from '@electric-sql/pglite';
+import { createTestDb, type TestDb } from '../helpers/db.js';
+import { REPO_ROOT, TSX_LOADER } from '../helpers/cli.js';
+import type { DocBlock, Flavor } from './extract.js';
+
+export type Target = Flavor | 'none';
+
+/**
+ * Fresh databases a block may name besides DATABASE_URL: MariaDB ones (MYSQL_URL, ticket
+ * servers DB1_URL, DB2_URL, …, the knexfile's IDLEASE_MYSQL_URL) and PostgreSQL ones
+ * (PG_URL, IDLEASE_PG_URL).
+ */
+const EXTRA_DB = /\b(MYSQL_URL|PG_URL|DB\d+_URL|IDLEASE_MYSQL_URL|IDLEASE_PG_URL)\b/g;
+export const RUN_TIMEOUT_MS = 45_000;
+
+export interface Context {
+  readonly target: Target;
+  /** The project directory: where ts/sh blocks run, unless the block is marked `checkout`. */
+  readonly dir: string;
+  readonly env: Record<string, string>;
+  readonly dbs: TestDb[];
+}
+
+let modulesDir: string | undefined;
+
+/**
+ * node_modules as `npm install idlease` would leave it: the package (exports → this
+ * checkout's sources, run through tsx), its dependencies beside it, and .bin/idlease.
+ */
+function sharedModules(): string {
+  if (modulesDir) return modulesDir;
+  const root = mkdtempSync(path.join(tmpdir(), 'idlease-docs-modules-'));
+  const nm = path.join(root, 'node_modules');
+  const pkgDir = path.join(nm, 'idlease');
+  mkdirSync(path.join(pkgDir, 'bin'), { recursive: true });
+  mkdirSync(path.join(nm, '.bin'));
+  symlinkSync(path.join(REPO_ROOT, 'src'), path.join(pkgDir, 'src'));
+  writeFileSync(
+    path.join(pkgDir, 'package.json'),
+    JSON.stringify({
+      name: 'idlease', version: '0.0.0-docs', type: 'module',
+      exports: { '.': './src/index.ts', './metrics': './src/metrics/index.ts' },
+      bin: { idlease: 'bin/idlease' },
+    }),
+  );
+  const bin = path.join(pkgDir, 'bin', 'idlease');
+  writeFileSync(bin, `#!/bin/sh\nexec "${process.execPath}" --import "${TSX_LOADER}" "${path.join(REPO_ROOT, 'src/cli/bin.ts')}" "$@"\n`);
+  chmodSync(bin, 0o755);
+  symlinkSync(bin, path.join(nm, '.bin', 'idlease'));
+  const deps = Object.keys((JSON.parse(readFileSync(path.join(REPO_ROOT, 'package.json'), 'utf8')) as { dependencies: Record<string, string> }).dependencies);
+  for (const dep of deps) {
+    mkdirSync(path.dirname(path.join(nm, dep)), { recursive: true });
+    symlinkSync(path.join(REPO_ROOT, 'node_modules', dep), path.join(nm, dep));
+  }
+  return (modulesDir = nm);
+}
+
+export function removeSharedModules(): void {
+  if (modulesDir) rmSync(path.dirname(modulesDir), { recursive: true, force: true });
+  modulesDir = undefined;
+}
+
+export async function createContext(target: Target, code: string): Promise<Context> {
+  const dir = mkdtempSync(path.join(tmpdir(), `idlease-docs-${target}-`));
+  writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: 'docs-sample', private: true, type: 'module' }));
+  symlinkSync(sharedModules(), path.join(dir, 'node_modules'));
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) {
+    if (v !== undefined && !/^IDLEASE_(URL|TOKEN)$/.test(k)) env[k] = v;
+  }
+  env.PATH = `${path.join(sharedModules(), '.bin')}${path.delimiter}${process.env.PATH ?? ''}`;
+  const ctx: Context = { target, dir, env, dbs: [] };
+  if (target === 'pglite') env.DATABASE_URL = `pglite:${path.join(dir, 'pglite-db')}`;
+  else if (target !== 'none') {
+    const db = await createTestDb(target, 'docs');
+    ctx.dbs.push(db);
+    env.DATABASE_URL = db.url;
+  }
+  // The CLI reads IDLEASE_URL: a block for a database sees it; one without runs on the embedded default.
+  if (env.DATABASE_URL) env.IDLEASE_URL = env.DATABASE_URL;
+  // The repo's knexfile.ts reads its PGlite directory from here (default ./.idlease/pglite).
+  env.IDLEASE_PGLITE_URL = `pglite:${path.join(dir, 'knexfile-pglite')}`;
+  await addExtraDatabases(ctx, code);
+  return ctx;
+}
+
+/** Fresh databases for the URL variables this block names and the context lacks. */
+export async function addExtraDatabases(ctx: Context, code: string): Promise<void> {
+  for (const name of new Set(code.match(EXTRA_DB) ?? [])) {
+    if (ctx.env[name]) continue;
+    const db = await createTestDb(/PG_URL$/.test(name) ? 'postgres' : 'mysql', `docs_${name.toLowerCase()}`);
+    ctx.dbs.push(db);
+    ctx.env[name] = db.url;
+  }
+}
+
+export async function disposeContext(ctx: Context): Promise<void> {
+  await Promise.all(ctx.dbs.map((d) => d.drop()));
+  rmSync(ctx.dir, { recursive: true, force: true });
+}
+
+export interface RunResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  timedOut: boolean;
+}
+
+/** A process in its own group, so background jobs a shell sample starts end with it. */
+function run(cmd: string, args: string[], ctx: Context, input?: string, cwd = ctx.dir): Promise<RunResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { cwd, env: ctx.env, detached: true, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    let timedOut = false;
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.stdin.end(input ?? '');
+    const killGroup = () => {
+      try {
+        process.kill(-child.pid!, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    };
+    const timer = setTimeout(() => {
+      timedOut = true;
+      killGroup();
+    }, RUN_TIMEOUT_MS);
+    child.once('error', reject);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      killGroup(); // leftovers a sample forgot to stop must not hold the pipes open
+      // Let the pipes drain.
+      setTimeout(() => resolve({ code, stdout, stderr, timedOut }), 50);
+    });
+  });
+}
+
+function sqlCommand(flavor: Target, url: string): [string, string[]] {
+  if (flavor === 'postgres') return ['psql', ['-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', url, '-f', '-']];
+  const u = new URL(url);
+  return [
+    'mysql',
+    ['--protocol=TCP', '-h', u.hostname, '-P', u.port || '3306', '-u', decodeURIComponent(u.username) || 'root',
+      ...(u.password ? [`-p${decodeURIComponent(u.password)}`] : []), u.pathname.slice(1)],
+  ];
+}
+
+async function runPglite(dataDir: string, sql: string): Promise<RunResult> {
+  const db = new PGlite(dataDir);
+  try {
+    const results = await db.exec(sql);
+    return { code: 0, stdout: JSON.stringify(results.map((r) => r.rows), (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)), stderr: '', timedOut: false };
+  } catch (err) {
+    return { code: 1, stdout: '', stderr: String((err as Error)?.message ?? err), timedOut: false };
+  } finally {
+    await db.close();
+  }
+}
+
+/** Normalise what legitimately differs between runs: wall-clock timestamps. */
+const normalise = (s: string) => s.replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z/g, '<time>').replace(/[ \t]+$/gm, '').trimEnd();
+
+/** Runs `$ command` lines and compares each one's stdout with the lines shown under it. */
+async function runConsole(block: DocBlock, ctx: Context): Promise<RunResult> {
+  const steps: Array<{ cmd: string; expected: string[] }> = [];
+  for (const line of block.code.split('\n')) {
+    if (line.startsWith('$ ')) steps.push({ cmd: line.slice(2), expected: [] });
+    else if (steps.length > 0) steps.at(-1)!.expected.push(line);
+    else if (line.trim() !== '') throw new Error('a console block starts with a `$ command` line');
+  }
+  let transcript = '';
+  for (const step of steps) {
+    const r = await run('bash', ['-o', 'pipefail', '-c', step.cmd], ctx);
+    transcript += `$ ${step.cmd}\n${r.stdout}`;
+    if (r.code !== 0 || r.timedOut) return { ...r, stdout: transcript };
+    if (normalise(r.stdout) !== normalise(step.expected.join('\n'))) {
+      return { code: 1, stdout: transcript, stderr: `output of \`${step.cmd}\` differs from the block:\n--- block\n${step.expected.join('\n').trimEnd()}\n--- actual\n${r.stdout.trimEnd()}\n${r.stderr}`, timedOut: false };
+    }
+  }
+  return { code: 0, stdout: transcript, stderr: '', timedOut: false };
+}
+
+export async function runBlock(block: DocBlock, ctx: Context): Promise<RunResult> {
+  const name = `block-${block.line}`;
+  switch (block.lang) {
+    case 'ts':
+    case 'typescript': {
+      writeFileSync(path.join(ctx.dir, `${name}.ts`), block.code);
+      return run(process.execPath, ['--import', TSX_LOADER, `${name}.ts`], ctx);
+    }
+    case 'sh':
+    case 'bash':
+    case 'shell': {
+      const script = path.join(ctx.dir, `${name}.sh`);
+      writeFileSync(script, block.code);
+      // `checkout`: commands meant for a clone of this repository (its knexfile, npm scripts).
+      return run('bash', ['-e', '-o', 'pipefail', script], ctx, undefined, block.checkout ? REPO_ROOT : ctx.dir);
+    }
+    case 'console':
+      return runConsole(block, ctx);
+    case 'sql': {
+      if (ctx.target === 'pglite') return runPglite(ctx.env.DATABASE_URL!.slice('pglite:'.length), block.code);
+      const [cmd, args] = sqlCommand(ctx.target, ctx.env.DATABASE_URL!);
+      return run(cmd, args, ctx, block.code);
+    }
+    default:
+      throw new Error(`no runner for ${block.lang}`);
+  }
+}
