@@ -122,7 +122,8 @@ Examples:
           const st = await alloc.status();
           const rows = st.map((s) => ({
             server: s.name,
-            health: s.server ? s.health : 'down',
+            // Refused (not migrated, wrong pair) says more than the 'down' of a server whose facts could not be read.
+            health: s.health === 'refused' || s.server ? s.health : 'down',
             offset: s.server?.scheme.offset,
             increment: s.server?.scheme.increment,
             sessionOffset: s.server?.sessionOffset,

@@ -110,6 +110,9 @@ describe('CLI errors: one line, the right code, at once', () => {
       const next = await runCli(['tickets', 'next', '--server', db.url], { cwd: dir });
       expectOneLine(next, 'NOT_MIGRATED', 2);
       expect(next.stderr).toContain('idlease migrate --tickets default');
+      const status = await runCli(['--json', 'tickets', 'status', '--server', db.url], { cwd: dir });
+      expect(status.code, status.stderr).toBe(0);
+      expect((JSON.parse(status.stdout) as { servers: Array<{ health: string; error: string }> }).servers[0]).toMatchObject({ health: 'refused', error: expect.stringContaining('missing') });
     }
     // One migrated server, one new one that was not: reshard names the new one and changes nothing.
     const a = await runCli(['--url', my.url, 'migrate', '--no-segments', '--tickets'], { cwd: dir });
