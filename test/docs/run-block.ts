@@ -220,3 +220,33 @@ export async function runBlock(block: DocBlock, ctx: Context): Promise<RunResult
       throw new Error(`no runner for ${block.lang}`);
   }
 }
+
+/**
+ * Type-checks TypeScript blocks together, as a user's editor and `tsc --strict` would see
+ * them: tsx runs code without checking types, so a sample could run and still not compile.
+ */
+export function typecheckBlocks(blocks: readonly DocBlock[]): Promise<RunResult> {
+  const dir = mkdtempSync(path.join(tmpdir(), 'idlease-docs-tsc-'));
+  symlinkSync(sharedModules(), path.join(dir, 'node_modules'));
+  writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: 'docs-sample', private: true, type: 'module' }));
+  const files = blocks.map((b) => {
+    const name = `${b.file.replace(/[^a-z0-9]+/gi, '_')}_${b.line}.ts`;
+    writeFileSync(path.join(dir, name), b.code);
+    return name;
+  });
+  writeFileSync(
+    path.join(dir, 'tsconfig.json'),
+    JSON.stringify({
+      compilerOptions: {
+        target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', lib: ['ES2022'], types: ['node'],
+        typeRoots: [path.join(REPO_ROOT, 'node_modules/@types')],
+        strict: true, noEmit: true, skipLibCheck: true, moduleDetection: 'force', allowImportingTsExtensions: true,
+      },
+      files,
+    }),
+  );
+  const ctx: Context = { target: 'none', dir, env: { ...(process.env as Record<string, string>) }, dbs: [] };
+  return run(process.execPath, [path.join(REPO_ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], ctx).finally(() =>
+    rmSync(dir, { recursive: true, force: true }),
+  );
+}

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { REPO_ROOT } from '../helpers/cli.js';
 import { extractBlocks, FLAVORS, isRunnable, type DocBlock } from './extract.js';
-import { addExtraDatabases, createContext, disposeContext, removeSharedModules, runBlock, RUN_TIMEOUT_MS, type Context, type RunResult, type Target } from './run-block.js';
+import { addExtraDatabases, createContext, disposeContext, removeSharedModules, runBlock, RUN_TIMEOUT_MS, typecheckBlocks, type Context, type RunResult, type Target } from './run-block.js';
 
 const docFiles = [
   'README.md',
@@ -72,6 +72,19 @@ for (const file of docFiles) {
     }
   });
 }
+
+describe('TypeScript samples', () => {
+  it('type-check under strict NodeNext, as a user would compile them', { timeout: 4 * RUN_TIMEOUT_MS }, async () => {
+    const ts = docFiles.flatMap((file) =>
+      extractBlocks(file, readFileSync(path.join(REPO_ROOT, file), 'utf8')).filter((b) => !b.noRun && (b.lang === 'ts' || b.lang === 'typescript')),
+    );
+    const r = await typecheckBlocks(ts);
+    // tsc names the generated file README_md_146.ts(3,7): point at the line in the Markdown file instead.
+    const located = r.stdout.replace(/^(\w+?)_md_(\d+)\.ts\((\d+),(\d+)\)/gm, (_m, f: string, line: string, l: string, c: string) =>
+      `${f.replace(/^docs_/, 'docs/')}.md:${Number(line) + Number(l)}:${c}`);
+    expect(r.code, located + r.stderr).toBe(0);
+  });
+});
 
 describe('docs-sample harness', () => {
   it('flags blocks it cannot run: config without no-run, sql without a database, unknown markers', () => {
