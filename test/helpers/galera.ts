@@ -4,7 +4,7 @@
  * the cluster, nodes 2 and 3 join it by state transfer (rsync SST). `kill(i)` SIGKILLs one
  * node, `start(i)` brings it back (it rejoins by IST). Stop everything with `destroy()`.
  *
- * Timeouts are shortened so a dead node is evicted in about 2 s instead of the production
+ * Timeouts are shortened so a dead node is evicted in about 3 s instead of the production
  * ~5 s (evs.suspect_timeout PT5S): the tests stay short; docs/failover.md states the default.
  */
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
@@ -77,16 +77,18 @@ export async function startGalera(options: GaleraOptions = {}): Promise<GaleraCl
   const sql = (i: number, statement: string): string =>
     execFileSync('mariadb', ['-h127.0.0.1', `-P${ports[i]!.sql}`, '-uroot', '-N', '-B', '-e', statement], { timeout: 20_000, stdio: ['ignore', 'pipe', 'pipe'] }).toString();
 
-  function launch(i: number, bootstrap: boolean): void {
+  function launch(i: number, bootstrap: boolean, extra: readonly string[] = []): void {
     const p = ports[i]!;
     const dir = dirs[i]!;
     const provider = [
       `gmcast.listen_addr=tcp://127.0.0.1:${p.gcomm}`,
       `ist.recv_addr=127.0.0.1:${p.ist}`,
       'gcache.size=64M',
-      // Test-only: evict a dead node in ~2 s (defaults: suspect PT5S, inactive PT15S).
-      'evs.suspect_timeout=PT1.5S', 'evs.inactive_timeout=PT3S', 'evs.inactive_check_period=PT0.5S',
-      'evs.keepalive_period=PT0.5S', 'gmcast.peer_timeout=PT2S', 'pc.wait_prim_timeout=PT10S',
+      // Test-only: evict a dead node in ~3 s (defaults: suspect PT5S, inactive PT15S). Shorter
+      // (1.5 s) made the live nodes suspect each other on this loaded 2-core box while a node
+      // rejoined, and the cluster went non-primary (1047 on every node).
+      'evs.suspect_timeout=PT3S', 'evs.inactive_timeout=PT6S', 'evs.inactive_check_period=PT1S',
+      'evs.keepalive_period=PT1S', 'pc.wait_prim_timeout=PT10S',
     ].join(';');
     const args = [
       '--no-defaults', `--datadir=${dir}`, `--port=${p.sql}`, `--socket=${path.join(dir, 'mysqld.sock')}`,
@@ -99,8 +101,12 @@ export async function startGalera(options: GaleraOptions = {}): Promise<GaleraCl
       '--wsrep-cluster-name=idlease', `--wsrep-node-name=node${i + 1}`, `--wsrep-node-address=127.0.0.1:${p.gcomm}`,
       `--wsrep-node-incoming-address=127.0.0.1:${p.sql}`, `--wsrep-sst-receive-address=127.0.0.1:${p.sst}`,
       '--wsrep-sst-method=rsync', `--wsrep-provider-options=${provider}`, '--wsrep-slave-threads=2',
-      ...(options.args ?? []),
+      ...(options.args ?? []), ...extra,
     ];
+    if (extra.includes('--wsrep-recover')) {
+      execFileSync('/usr/sbin/mariadbd', args, { stdio: 'ignore', timeout: 60_000 });
+      return;
+    }
     children[i] = spawn('/usr/sbin/mariadbd', args, { stdio: 'ignore', env: { ...process.env, PATH: `/usr/bin:/usr/sbin:/bin:/sbin:${process.env.PATH ?? ''}` } });
   }
 
@@ -135,7 +141,14 @@ export async function startGalera(options: GaleraOptions = {}): Promise<GaleraCl
       urlFor: (db: string) => `mysql://root@127.0.0.1:${p.sql}/${db}`,
     })),
     async start(i) {
-      launch(i, false);
+      // After a crash grastate.dat says seqno -1, which would cost a full state transfer (and
+      // block the donor). Recover the position from InnoDB first, as the systemd unit's
+      // galera_recovery does, so the node rejoins by IST from the others' gcache.
+      const log = path.join(dirs[i]!, 'error.log');
+      const before = existsSync(log) ? readFileSync(log, 'utf8').length : 0;
+      launch(i, false, ['--wsrep-recover']);
+      const recovered = /WSREP: Recovered position:\s*(\S+)/.exec(readFileSync(log, 'utf8').slice(before))?.[1];
+      launch(i, false, recovered ? [`--wsrep-start-position=${recovered}`] : []);
       await waitSynced(i, live());
     },
     async kill(i) {
