@@ -4,7 +4,10 @@
  *   - the cluster forms and replicates;
  *   - segments: 6 processes (2 per node), one tag, maxStep 100, node 3 SIGKILLed and restarted
  *     mid-run: zero duplicates, no call fails for a certification conflict (1213), and while
- *     all nodes are up no node's processes draw less than a quarter of another's.
+ *     all nodes are up no process draws less than a quarter of another;
+ *   - tickets, one server (database) per node: refused at start while Galera controls the
+ *     auto-increment pair; with wsrep_auto_increment_control=OFF a node leaves and rejoins
+ *     with no server refused (no flapping, no ID thrown away) and zero duplicates.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,6 +16,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect } from '../../src/connect.js';
 import { migrate } from '../../src/migrations/migrate.js';
 import { addTag } from '../../src/segment/index.js';
+import { createTicketAllocator, type TicketEvent } from '../../src/ticket/index.js';
+import { isIdleaseError } from '../../src/errors.js';
 import { startGalera, type GaleraCluster } from '../helpers/galera.js';
 import { markHaWorkers, startHaWorker, stopHaWorkers, tally, type HaWorker, type HaWorkerResult } from '../helpers/ha-workers.js';
 
@@ -83,6 +88,80 @@ describe('segment allocators on Galera (HA)', () => {
     } finally {
       stopHaWorkers(dir);
       rmSync(dir, { recursive: true, force: true });
+    }
+  }, 90_000);
+});
+
+describe('ticket servers on Galera, one database per node (HA)', () => {
+  it('refused at start while wsrep_auto_increment_control=ON; with OFF a node leaves and rejoins: no flapping, no ID thrown away, zero duplicates', async () => {
+    const dbs = ['idl_tk1', 'idl_tk2', 'idl_tk3'];
+    cluster.sql(0, dbs.map((d) => `CREATE DATABASE IF NOT EXISTS ${d};`).join(' '));
+    for (const node of cluster.nodes) {
+      const k = connect(node.urlFor(dbs[node.index]!), { poolMax: 1 });
+      await migrate(k, { segments: false, tickets: { increment: 3, offset: node.index + 1 } });
+      await k.destroy();
+    }
+    const knexes = cluster.nodes.map((n) => connect(n.urlFor(dbs[n.index]!), { poolMax: 2 }));
+    const make = (onEvent?: (e: TicketEvent) => void) => createTicketAllocator({
+      servers: cluster.nodes.map((n) => ({ knex: knexes[n.index]!, offset: n.index + 1, name: `node${n.index + 1}` })),
+      statementTimeoutMs: GALERA_BOUNDS.statementTimeoutMs, timeoutMs: GALERA_BOUNDS.waitTimeoutMs, onEvent,
+    });
+    try {
+      const refused = make();
+      await expect(refused.ready()).rejects.toThrow(/wsrep_auto_increment_control=ON[\s\S]*SET GLOBAL wsrep_auto_increment_control = OFF/);
+      await refused.close();
+
+      for (const i of [0, 1, 2]) cluster.sql(i, 'SET GLOBAL wsrep_auto_increment_control = OFF');
+      const events: TicketEvent[] = [];
+      const ids: bigint[] = [];
+      let idsAtRejoin: number | undefined;
+      const tickets = make((e) => {
+        events.push(e);
+        if (e.type === 'server-up') idsAtRejoin = ids.length;
+      });
+      await tickets.ready();
+      const failures: Record<string, number> = {};
+      let stop = false;
+      const caller = async () => {
+        while (!stop) {
+          try {
+            ids.push(await tickets.next());
+          } catch (err) {
+            const code = isIdleaseError(err) ? err.code : 'untyped';
+            failures[code] = (failures[code] ?? 0) + 1;
+          }
+        }
+      };
+      const callers = Array.from({ length: 8 }, caller);
+      await sleep(2_000);
+      await cluster.kill(1);
+      await sleep(2_000);
+      await cluster.start(1, ['--wsrep-auto-increment-control=OFF']); // as my.cnf would have it
+      // The allocator probes a down server with backoff up to backoffMaxMs (5 s): wait for it.
+      for (let i = 0; i < 100 && idsAtRejoin === undefined; i++) await sleep(100);
+      await sleep(1_500);
+      stop = true;
+      await Promise.all(callers);
+      const stats = tickets.stats();
+      await tickets.close();
+      const sorted = [...ids].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+      let duplicates = 0;
+      for (let i = 1; i < sorted.length; i++) if (sorted[i] === sorted[i - 1]) duplicates++;
+      const byResidue = [1n, 2n, 0n].map((r) => ids.filter((id) => id % 3n === r).length);
+      const health = events.filter((e) => e.type === 'server-down' || e.type === 'server-up').map((e) => `${e.type}:${(e as { server: string }).server}:${(e as { health?: string }).health ?? ''}`);
+      const why = `ids ${ids.length}, per node ${byResidue.join(' / ')}, failures ${JSON.stringify(failures)}, health events ${JSON.stringify(health)}, stats ${JSON.stringify(stats, (_, v) => (typeof v === 'bigint' ? v.toString() : v))}`;
+      console.log(`Galera tickets: ${why}`);
+      expect(duplicates, why).toBe(0);
+      // No ID refused for a wrong residue (thrown away), no server flapping between refused and up.
+      expect(health.filter((h) => h.endsWith(':refused')), why).toEqual([]);
+      expect(failures.INVARIANT, why).toBeUndefined();
+      // Only the killed node's server went down, once, and came back.
+      expect(health.filter((h) => h.startsWith('server-down')), why).toEqual(['server-down:node2:down']);
+      expect(health.at(-1), why).toBe('server-up:node2:');
+      // The rejoined node serves again.
+      expect(ids.slice(idsAtRejoin).filter((id) => id % 3n === 2n).length, why).toBeGreaterThan(0);
+    } finally {
+      await Promise.all(knexes.map((k) => k.destroy()));
     }
   }, 90_000);
 });

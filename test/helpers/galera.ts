@@ -26,8 +26,8 @@ export interface GaleraNode {
 export interface GaleraCluster {
   readonly nodes: readonly GaleraNode[];
   readonly dir: string;
-  /** Start node i (0-based) again after kill()/stop(): it rejoins the running cluster. */
-  start(i: number): Promise<void>;
+  /** Start node i (0-based) again after kill()/stop(): it rejoins the running cluster. `args`: extra options for this start. */
+  start(i: number, args?: readonly string[]): Promise<void>;
   /** SIGKILL node i. */
   kill(i: number): Promise<void>;
   stop(i: number): Promise<void>;
@@ -140,7 +140,7 @@ export async function startGalera(options: GaleraOptions = {}): Promise<GaleraCl
       url: `mysql://root@127.0.0.1:${p.sql}/test`,
       urlFor: (db: string) => `mysql://root@127.0.0.1:${p.sql}/${db}`,
     })),
-    async start(i) {
+    async start(i, args = []) {
       // After a crash grastate.dat says seqno -1, which would cost a full state transfer (and
       // block the donor). Recover the position from InnoDB first, as the systemd unit's
       // galera_recovery does, so the node rejoins by IST from the others' gcache.
@@ -148,7 +148,7 @@ export async function startGalera(options: GaleraOptions = {}): Promise<GaleraCl
       const before = existsSync(log) ? readFileSync(log, 'utf8').length : 0;
       launch(i, false, ['--wsrep-recover']);
       const recovered = /WSREP: Recovered position:\s*(\S+)/.exec(readFileSync(log, 'utf8').slice(before))?.[1];
-      launch(i, false, recovered ? [`--wsrep-start-position=${recovered}`] : []);
+      launch(i, false, [...args, ...(recovered ? [`--wsrep-start-position=${recovered}`] : [])]);
       await waitSynced(i, live());
     },
     async kill(i) {
