@@ -8,6 +8,7 @@
  *   - tickets, one server (database) per node: refused at start while Galera controls the
  *     auto-increment pair; with wsrep_auto_increment_control=OFF a node leaves and rejoins
  *     with no server refused (no flapping, no ID thrown away) and zero duplicates.
+ * Wall time: about 1.5–2 min on 2 shared cores (cluster start ~15 s, segments ~40 s, tickets ~25 s).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
