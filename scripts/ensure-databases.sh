@@ -3,7 +3,7 @@
 # PostgreSQL (127.0.0.1:5432, trust auth, user postgres, database `test`) are running.
 # Installs them with apt-get on a bare Debian/Ubuntu box, starts them when stopped, and
 # says what it did. Safe to run again: what is already in place is left alone.
-# Also installs pgbouncer, galera-4 and faketime (started by the HA tests themselves).
+# Also installs pgbouncer, galera-4 (+ rsync for its state transfer) and faketime (started by the HA tests themselves).
 # Skip the servers by setting IDLEASE_TEST_MYSQL_URL and IDLEASE_TEST_PG_URL.
 set -euo pipefail
 
@@ -78,8 +78,9 @@ ensure_tools() {
   [ -x /usr/sbin/pgbouncer ] || [ -x /usr/bin/pgbouncer ] || missing+=(pgbouncer)
   ls /usr/lib/galera/libgalera_smm.so /usr/lib/*/galera*/libgalera_smm.so >/dev/null 2>&1 || missing+=(galera-4)
   command -v faketime >/dev/null || missing+=(faketime)
+  command -v rsync >/dev/null || missing+=(rsync) # Galera's state transfer (wsrep_sst_method=rsync)
   if [ ${#missing[@]} -gt 0 ]; then apt_install "${missing[@]}"; fi
-  say "tools: pgbouncer, galera-4, faketime present"
+  say "tools: pgbouncer, galera-4, rsync, faketime present"
 }
 
 ensure_mariadb

@@ -167,10 +167,32 @@ export interface TicketSource {
   facts(): Promise<ServerFacts>;
   /** Cheap liveness check on a fresh connection. */
   probe(): Promise<void>;
+  /** Server settings that would break the pair (Galera's auto-increment control): BAD_CONFIG naming the fix. */
+  checkServer(name: string): Promise<void>;
   close(): Promise<void>;
 }
 
 // ---------------------------------------------------------------- MySQL / MariaDB
+
+/**
+ * A Galera node with wsrep_auto_increment_control=ON (the default) sets
+ * auto_increment_increment/offset from the cluster size, over idlease's session pair, and
+ * rewrites the pair of connections already open when a node leaves or joins (seen: 2/1 and
+ * 2/2 instead of 3/1 and 3/3). The residue check then refuses those IDs and the server
+ * flaps between refused and up. SHOW VARIABLES, not @@wsrep_on: MySQL has no such variable.
+ */
+export async function galeraPairProblem(knex: Knex, name: string): Promise<IdleaseError | undefined> {
+  const res = await knex.raw("SHOW GLOBAL VARIABLES WHERE Variable_name IN ('wsrep_on', 'wsrep_auto_increment_control')");
+  const vars = new Map(rowsOf('mysql', res).map((r) => [String(r.Variable_name).toLowerCase(), String(r.Value).toUpperCase()]));
+  if (vars.get('wsrep_on') !== 'ON' || vars.get('wsrep_auto_increment_control') !== 'ON') return undefined;
+  return new IdleaseError(
+    'BAD_CONFIG',
+    `${name} is a Galera node with wsrep_auto_increment_control=ON: Galera then sets auto_increment_increment/offset from the cluster size, ` +
+      "over the ticket allocator's pair, and changes them on open connections when a node leaves or joins. " +
+      'Turn it off on every node (SET GLOBAL wsrep_auto_increment_control = OFF, and wsrep_auto_increment_control = OFF in my.cnf), ' +
+      'and give each node its own database for the ticket tables (docs/failover.md, Galera).',
+  );
+}
 
 /**
  * The draw. LOCK IN SHARE MODE makes the scheme row's shared lock explicit: under
@@ -395,6 +417,10 @@ export function mysqlTicketSource(
       open++;
       release(conn, false);
     },
+    async checkServer(name) {
+      const problem = await galeraPairProblem(knex, name);
+      if (problem) throw problem;
+    },
     async close() {
       closed = true;
       for (const w of waiting.splice(0)) w(new IdleaseError('CLOSED', 'ticket source closed'));
@@ -444,6 +470,9 @@ export function postgresTicketSource(knex: Knex, flavor: Flavor, ref: TicketRef)
     },
     async probe() {
       await knex.raw('SELECT 1');
+    },
+    async checkServer() {
+      // A sequence carries its own INCREMENT BY: no server setting overrides it.
     },
     async close() {},
   };

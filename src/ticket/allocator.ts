@@ -303,6 +303,14 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
    * comes from the scheme rows reshard wrote consistently across servers.
    */
   async function init(s: Server): Promise<void> {
+    if (!s.verified) {
+      try {
+        await within(s.source.checkServer(s.name), statementTimeoutMs, s.name);
+      } catch (err) {
+        if (isIdleaseError(err, 'BAD_CONFIG')) s.configError = err;
+        throw err;
+      }
+    }
     let scheme: TicketScheme;
     try {
       scheme = await within(s.source.readScheme(), statementTimeoutMs, s.name);

@@ -1,7 +1,10 @@
 /**
  * One HA "process": takes IDs for a tag until a stop file appears, appends them (int64,
  * little endian) to a file, and keeps going through failures, counting each error by code.
- * Prints one JSON line at the end: { ids, errors: { CODE: n }, untyped, regressions, leases }.
+ * Prints one JSON line at the end: { ids, errors: { CODE: n }, causes: { errno: n }, leaseErrors:
+ * { errno: n }, untyped, regressions, leases, idsAtMark }. `causes` counts the database errno
+ * behind failed calls, `leaseErrors` the errno of every failed lease attempt (retried in the
+ * background), `idsAtMark` the IDs drawn when the optional mark file first appeared.
  *
  *   node --import tsx test/ha/segment-ha-worker.ts '<json config>'
  */
@@ -16,22 +19,36 @@ interface WorkerConfig {
   out: string;
   stopFile: string;
   maxStep: number;
+  markFile?: string;
+  waitTimeoutMs?: number;
+  statementTimeoutMs?: number;
 }
 
 const cfg = JSON.parse(process.argv[2] ?? '{}') as WorkerConfig;
 const knex = connect(cfg.url, { poolMax: 2 });
-const alloc = createSegmentAllocator({ knex, tag: cfg.tag, maxStep: cfg.maxStep, targetLeaseMs: 50, statementTimeoutMs: 2_000, waitTimeoutMs: 3_000 });
+const leaseErrors: Record<string, number> = {};
+const errnoOf = (err: unknown): string => String((err as { errno?: unknown } | null)?.errno ?? (err as { code?: unknown } | null)?.code ?? 'other');
+const alloc = createSegmentAllocator({
+  knex, tag: cfg.tag, maxStep: cfg.maxStep, targetLeaseMs: 50,
+  statementTimeoutMs: cfg.statementTimeoutMs ?? 2_000, waitTimeoutMs: cfg.waitTimeoutMs ?? 3_000,
+  onEvent: (e) => {
+    if (e.type === 'lease-error') leaseErrors[errnoOf(e.error)] = (leaseErrors[errnoOf(e.error)] ?? 0) + 1;
+  },
+});
 const fd = openSync(cfg.out, 'w');
 const buf = new BigInt64Array(256);
 let n = 0;
 let ids = 0;
 const errors: Record<string, number> = {};
+const causes: Record<string, number> = {};
 let untyped = 0;
+let idsAtMark: number | undefined;
 const flush = () => {
   writeSync(fd, new Uint8Array(buf.buffer, 0, n * 8));
   n = 0;
 };
 for (let round = 0; !(round % 64 === 0 && existsSync(cfg.stopFile)); round++) {
+  if (round % 64 === 0 && idsAtMark === undefined && cfg.markFile && existsSync(cfg.markFile)) idsAtMark = ids;
   try {
     const got = round % 8 === 0 ? await alloc.nextBatch(1 + (round % 50)) : [await alloc.next()];
     if (ids === 0) process.stdout.write('first\n');
@@ -43,7 +60,10 @@ for (let round = 0; !(round % 64 === 0 && existsSync(cfg.stopFile)); round++) {
     // Yield now and then, as a server would between requests: the background lease runs.
     if (round % 16 === 0) await new Promise((r) => setImmediate(r));
   } catch (err) {
-    if (isIdleaseError(err)) errors[err.code] = (errors[err.code] ?? 0) + 1;
+    if (isIdleaseError(err)) {
+      errors[err.code] = (errors[err.code] ?? 0) + 1;
+      if (err.cause !== undefined) causes[errnoOf(err.cause)] = (causes[errnoOf(err.cause)] ?? 0) + 1;
+    }
     else untyped++;
     await new Promise((r) => setTimeout(r, 20));
   }
@@ -53,5 +73,5 @@ closeSync(fd);
 const { regressions, leases } = alloc.stats();
 await alloc.close().catch(() => undefined);
 await knex.destroy().catch(() => undefined);
-process.stdout.write(JSON.stringify({ ids, errors, untyped, regressions, leases }) + '\n');
+process.stdout.write(JSON.stringify({ ids, errors, causes, leaseErrors, untyped, regressions, leases, idsAtMark }) + '\n');
 process.exit(0);

@@ -13,6 +13,12 @@ export interface HaWorkerResult {
   readonly name: string;
   readonly ids: number;
   readonly errors: Record<string, number>;
+  /** Database errno (or driver code) behind failed calls. */
+  readonly causes: Record<string, number>;
+  /** Errno of every failed lease attempt, retried in the background. */
+  readonly leaseErrors: Record<string, number>;
+  /** IDs drawn when the mark file appeared (markHaWorkers), if it did. */
+  readonly idsAtMark: number | undefined;
   readonly untyped: number;
   readonly regressions: number;
   readonly leases: number;
@@ -26,10 +32,10 @@ export interface HaWorker {
   readonly done: Promise<HaWorkerResult>;
 }
 
-export function startHaWorker(name: string, dir: string, cfg: { url: string; tag: string; maxStep: number }): HaWorker {
+export function startHaWorker(name: string, dir: string, cfg: { url: string; tag: string; maxStep: number; waitTimeoutMs?: number; statementTimeoutMs?: number }): HaWorker {
   const out = path.join(dir, `${name}.bin`);
   const stopFile = path.join(dir, 'stop');
-  const child = spawn(process.execPath, ['--import', TSX_LOADER, WORKER, JSON.stringify({ ...cfg, out, stopFile })], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', TSX_LOADER, WORKER, JSON.stringify({ ...cfg, out, stopFile, markFile: path.join(dir, 'mark') })], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   let markServing: () => void = () => undefined;
@@ -52,6 +58,11 @@ export function startHaWorker(name: string, dir: string, cfg: { url: string; tag
 
 export function stopHaWorkers(dir: string): void {
   writeFileSync(path.join(dir, 'stop'), '');
+}
+
+/** Every worker notes how many IDs it has drawn so far (HaWorkerResult.idsAtMark). */
+export function markHaWorkers(dir: string): void {
+  writeFileSync(path.join(dir, 'mark'), '');
 }
 
 export function readIds(file: string): BigInt64Array {
