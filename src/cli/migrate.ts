@@ -23,13 +23,16 @@ export function registerMigrate(program: Command, contributors: MigrateFlagContr
     .option('--schema <name>', 'PostgreSQL schema for the tables and the migrations table (created if missing)')
     .option('--no-segments', 'leave out the segment table')
     .option('--segments-table <name>', 'segment table name', 'idlease_segments')
+    .option('--workers', 'install the worker-id lease table of snowflake allocators')
+    .option('--workers-table <name>', 'worker table name (default idlease_workers)')
     .option('--down', 'remove the objects named by the other flags instead of installing them')
     .option('--unlock', 'free a migration lock left behind by a crashed migration, then exit')
     .addHelpText('after', `
 Examples:
   idlease migrate                                   segment table in the embedded PGlite (./.idlease/)
   idlease migrate --url mysql://root@127.0.0.1/app  the same on MySQL/MariaDB
-  idlease migrate --down                            remove the segment table`);
+  idlease migrate --down                            remove the segment table
+  idlease migrate --workers                         also the worker-id table of snowflake allocators`);
   for (const c of contributors) c.configure(cmd);
   cmd.action(async (flags: MigrateFlags & Record<string, unknown>, self: Command) => {
     await withKnex(self, async (knex) => {
@@ -42,6 +45,7 @@ Examples:
         schema: flags.schema,
         segments: flags.segments ? { table: flags.segmentsTable } : false,
         direction: flags.down ? 'down' : 'up',
+        ...(flags.workers === true || flags.workersTable !== undefined ? { workers: flags.workersTable === undefined ? true : { table: flags.workersTable as string } } : {}),
       };
       for (const c of contributors) options = { ...options, ...c.toOptions(flags) };
       const result = await migrate(knex, options);

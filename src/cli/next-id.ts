@@ -1,7 +1,7 @@
 /** `idlease migrate --next-id …` flags and `idlease decode <id>`. */
 import { InvalidArgumentError, type Command } from 'commander';
 import { IdleaseError } from '../errors.js';
-import { decodeId, resolveLayout, type LayoutOptions } from '../layout/index.js';
+import { decodeId, layoutPreset, LAYOUT_PRESETS, resolveLayout, type LayoutOptions } from '../layout/index.js';
 import type { NextIdMigrateOptions } from '../migrations/next-id.js';
 import { print } from './context.js';
 import type { MigrateFlagContributor } from './migrate.js';
@@ -21,6 +21,25 @@ function addLayoutFlags(cmd: Command): Command {
     .option('--shard-bits <n>', 'bits for the shard id (default 10)', nonNegativeInt('--shard-bits'))
     .option('--sequence-bits <n>', 'bits for the per-millisecond sequence (default 12)', nonNegativeInt('--sequence-bits'))
     .option('--epoch <date>', 'start of the time field: ISO date or Unix ms (default 2024-01-01T00:00:00Z)');
+}
+
+/** Layout flags plus what only decoding and snowflakes know: presets, time units, field order. */
+export function addDecodeLayoutFlags(cmd: Command): Command {
+  return addLayoutFlags(cmd)
+    .option('--preset <name>', `a named layout (${Object.keys(LAYOUT_PRESETS).join(', ')}); the flags above override its fields`)
+    .option('--time-unit-ms <n>', 'milliseconds per step of the time field (default 1; sonyflake 10)', nonNegativeInt('--time-unit-ms'))
+    .option('--order <order>', 'shard-sequence (default) or sequence-shard (sonyflake: machine id last)');
+}
+
+/** The layout a decode or snowflake command asked for: a preset, then single fields over it. */
+export function decodeLayoutFrom(flags: Record<string, unknown>): LayoutOptions {
+  const out: LayoutOptions & { epochMs?: number } = {};
+  if (flags.preset !== undefined) Object.assign(out, layoutPreset(flags.preset));
+  Object.assign(out, layoutFrom(flags));
+  if (flags.epoch !== undefined) delete out.epochMs;
+  if (flags.timeUnitMs !== undefined) out.timeUnitMs = flags.timeUnitMs as number;
+  if (flags.order !== undefined) out.order = flags.order as LayoutOptions['order'];
+  return out;
 }
 
 function layoutFrom(flags: Record<string, unknown>): LayoutOptions {
@@ -60,11 +79,11 @@ export const nextIdMigrateFlags: MigrateFlagContributor = {
 export function registerNextIdCommands(program: Command): void {
   const cmd = program
     .command('decode')
-    .description('split a next_id() ID into time, shard and sequence (offline: no database)')
+    .description('split a next_id() or snowflake ID into time, shard (worker) and sequence (offline: no database)')
     .argument('<id...>', 'one or more IDs (decimal)');
-  addLayoutFlags(cmd).action((ids: string[], flags: Record<string, unknown>, self: Command) => {
+  addDecodeLayoutFlags(cmd).action((ids: string[], flags: Record<string, unknown>, self: Command) => {
     // No clock checks: an old layout must still decode old IDs.
-    const layout = resolveLayout(layoutFrom(flags), null);
+    const layout = resolveLayout(decodeLayoutFrom(flags), null);
     const decoded = ids.map((raw) => {
       if (!/^\d+$/.test(raw)) throw new IdleaseError('BAD_ARGUMENT', `decode: ${JSON.stringify(raw)} is not a decimal ID.`);
       return decodeId(raw, layout);
@@ -79,6 +98,8 @@ export function registerNextIdCommands(program: Command): void {
 Examples:
   idlease decode 382685760811184128
   idlease decode 382685760811184128 --json
+  idlease decode 1541815603606036480 --preset twitter
+  idlease decode 410008727573037057 --preset sonyflake
   idlease decode 123456789 --time-bits 41 --shard-bits 13 --sequence-bits 9 --epoch 2011-08-24T21:07:01.721Z`);
 }
 

@@ -1,7 +1,12 @@
 /**
- * Bit layouts for time-ordered IDs: [time | shard | sequence], most significant first.
- * Pure: no SQL, no clock except where a caller passes one. The Postgres next_id() built
- * from a layout (src/dialects/next-id.ts) and decodeId() here must agree bit for bit.
+ * Bit layouts for time-ordered IDs: [time | shard | sequence] (or [time | sequence | shard],
+ * sonyflake's order), most significant first. Pure: no SQL, no clock except where a caller
+ * passes one. The Postgres next_id() built from a layout (src/dialects/next-id.ts) and
+ * decodeId() here must agree bit for bit; next_id() only takes millisecond, shard-first layouts.
+ *
+ * The `shard` field is also the snowflake allocator's worker id: one field, two names, because
+ * both say "which issuer made this ID", and an issuer (a next_id() schema or a leased worker id)
+ * must be the only one using its value within a layout. Twitter calls it worker, Sony machine.
  */
 import { IdleaseError } from '../errors.js';
 import { MAX_INT64 } from '../ids.js';
@@ -15,7 +20,14 @@ export interface LayoutOptions {
   sequenceBits?: number;
   /** Start of the time field: a Date, Unix milliseconds, or an ISO-8601 string. Default 2024-01-01T00:00:00Z. */
   epoch?: Date | number | string;
+  /** Milliseconds per step of the time field. Default 1; sonyflake counts 10 ms units. */
+  timeUnitMs?: number;
+  /** Where the shard (worker) field sits. Default 'shard-sequence'; sonyflake puts the machine id last. */
+  order?: LayoutOrder;
 }
+
+/** Below the time field: shard then sequence (twitter, next_id()), or sequence then shard (sonyflake). */
+export type LayoutOrder = 'shard-sequence' | 'sequence-shard';
 
 export interface IdLayout {
   readonly timeBits: number;
@@ -23,11 +35,32 @@ export interface IdLayout {
   readonly sequenceBits: number;
   /** Unix milliseconds of the epoch. */
   readonly epochMs: number;
+  readonly timeUnitMs: number;
+  readonly order: LayoutOrder;
 }
 
 export const DEFAULT_EPOCH_MS = Date.UTC(2024, 0, 1);
 
-export const DEFAULT_LAYOUT: IdLayout = Object.freeze({ timeBits: 41, shardBits: 10, sequenceBits: 12, epochMs: DEFAULT_EPOCH_MS });
+export const DEFAULT_LAYOUT: IdLayout = Object.freeze({ timeBits: 41, shardBits: 10, sequenceBits: 12, epochMs: DEFAULT_EPOCH_MS, timeUnitMs: 1, order: 'shard-sequence' });
+
+/**
+ * Named layouts. `idlease` is the default above. `twitter` is Twitter's snowflake (its epoch is
+ * its 2010 launch). `sonyflake` is Sony's: 10 ms units, 16-bit machine id last; its default
+ * epoch is 2014-09-01 (callers of sonyflake may have set their own: pass `epoch` then).
+ */
+export const LAYOUT_PRESETS = Object.freeze({
+  idlease: DEFAULT_LAYOUT,
+  twitter: Object.freeze({ timeBits: 41, shardBits: 10, sequenceBits: 12, epochMs: Date.parse('2010-11-04T01:42:54.657Z'), timeUnitMs: 1, order: 'shard-sequence' }),
+  sonyflake: Object.freeze({ timeBits: 39, shardBits: 16, sequenceBits: 8, epochMs: Date.UTC(2014, 8, 1), timeUnitMs: 10, order: 'sequence-shard' }),
+} satisfies Record<string, IdLayout>);
+
+export type LayoutPreset = keyof typeof LAYOUT_PRESETS;
+
+/** A preset by name, refused with the list of names when unknown. */
+export function layoutPreset(name: unknown): IdLayout {
+  if (typeof name === 'string' && Object.hasOwn(LAYOUT_PRESETS, name)) return LAYOUT_PRESETS[name as LayoutPreset];
+  throw new IdleaseError('BAD_CONFIG', `Unknown layout preset ${JSON.stringify(name)}. Known: ${Object.keys(LAYOUT_PRESETS).join(', ')}.`);
+}
 
 /** The sign bit stays clear: an ID is never negative, whatever the time. */
 export const MAX_LAYOUT_BITS = 63;
@@ -68,9 +101,18 @@ export function resolveLayout(input: LayoutOptions | IdLayout = {}, nowMs: numbe
   if (input === null || typeof input !== 'object') {
     throw new IdleaseError('BAD_CONFIG', 'layout must be an object such as { timeBits: 41, shardBits: 10, sequenceBits: 12 }.');
   }
-  const known = new Set(['timeBits', 'shardBits', 'sequenceBits', 'epoch', 'epochMs']);
+  const known = new Set(['timeBits', 'shardBits', 'sequenceBits', 'epoch', 'epochMs', 'timeUnitMs', 'order']);
   for (const key of Object.keys(input)) {
-    if (!known.has(key)) throw new IdleaseError('BAD_CONFIG', `layout: unknown option ${JSON.stringify(key)}. Known: timeBits, shardBits, sequenceBits, epoch.`);
+    if (!known.has(key)) throw new IdleaseError('BAD_CONFIG', `layout: unknown option ${JSON.stringify(key)}. Known: timeBits, shardBits, sequenceBits, epoch, timeUnitMs, order.`);
+  }
+  const timeUnitMs = input.timeUnitMs ?? 1;
+  // A day per step is already coarser than any use; the cap keeps unit * field inside a Date.
+  if (typeof timeUnitMs !== 'number' || !Number.isInteger(timeUnitMs) || timeUnitMs < 1 || timeUnitMs > 86_400_000) {
+    throw new IdleaseError('BAD_CONFIG', `timeUnitMs must be an integer from 1 to 86400000, got ${String(input.timeUnitMs)}. Example: timeUnitMs: 10 (sonyflake).`);
+  }
+  const order = input.order ?? 'shard-sequence';
+  if (order !== 'shard-sequence' && order !== 'sequence-shard') {
+    throw new IdleaseError('BAD_CONFIG', `order must be 'shard-sequence' or 'sequence-shard', got ${JSON.stringify(input.order)}.`);
   }
   const timeBits = bits(input.timeBits, 'timeBits', DEFAULT_LAYOUT.timeBits, 61);
   const shardBits = bits(input.shardBits, 'shardBits', DEFAULT_LAYOUT.shardBits, 31);
@@ -90,9 +132,9 @@ export function resolveLayout(input: LayoutOptions | IdLayout = {}, nowMs: numbe
   if (nowMs !== null && epochMs > nowMs) {
     throw new IdleaseError('BAD_CONFIG', `epoch ${new Date(epochMs).toISOString()} is in the future; IDs would carry negative times. Choose a date in the past, e.g. '2024-01-01T00:00:00Z'.`);
   }
-  const layout: IdLayout = Object.freeze({ timeBits, shardBits, sequenceBits, epochMs });
+  const layout: IdLayout = Object.freeze({ timeBits, shardBits, sequenceBits, epochMs, timeUnitMs, order });
   const limits = layoutLimits(layout);
-  if (nowMs !== null && BigInt(nowMs - epochMs) > limits.maxTimeMs) {
+  if (nowMs !== null && BigInt(Math.floor((nowMs - epochMs) / timeUnitMs)) > limits.maxTimeMs) {
     throw new IdleaseError(
       'BAD_CONFIG',
       `timeBits ${timeBits} from epoch ${new Date(epochMs).toISOString()} ran out at ${limits.exhaustedAt.toISOString()}; use more timeBits or a later epoch.`,
@@ -104,7 +146,7 @@ export function resolveLayout(input: LayoutOptions | IdLayout = {}, nowMs: numbe
 export interface LayoutLimits {
   readonly maxShard: number;
   readonly maxSequence: number;
-  /** Largest time field value: milliseconds since the epoch. */
+  /** Largest time field value, in the layout's units (milliseconds unless timeUnitMs says otherwise). */
   readonly maxTimeMs: bigint;
   /** The first instant the time field can no longer hold. */
   readonly exhaustedAt: Date;
@@ -114,7 +156,7 @@ export interface LayoutLimits {
 
 export function layoutLimits(layout: IdLayout): LayoutLimits {
   const maxTimeMs = (1n << BigInt(layout.timeBits)) - 1n;
-  const exhaustedMs = BigInt(layout.epochMs) + maxTimeMs + 1n;
+  const exhaustedMs = BigInt(layout.epochMs) + (maxTimeMs + 1n) * BigInt(layout.timeUnitMs);
   return Object.freeze({
     maxShard: 2 ** layout.shardBits - 1,
     maxSequence: 2 ** layout.sequenceBits - 1,
@@ -135,7 +177,7 @@ export function validateShard(value: unknown, layout: IdLayout, option = 'shard'
 }
 
 export interface IdParts {
-  /** Milliseconds since the layout's epoch (the raw time field). */
+  /** The raw time field: steps of timeUnitMs since the layout's epoch (milliseconds for the default unit 1). */
   readonly timeMs: bigint;
   readonly shard: number;
   readonly sequence: number;
@@ -143,7 +185,7 @@ export interface IdParts {
 
 export interface DecodedId extends IdParts {
   readonly id: bigint;
-  /** Unix milliseconds: epoch + timeMs. */
+  /** Unix milliseconds: epoch + timeMs × timeUnitMs. */
   readonly unixMs: number;
   readonly timestamp: Date;
 }
@@ -163,10 +205,11 @@ export function decodeId(id: bigint | string, layout: IdLayout = DEFAULT_LAYOUT)
   }
   const seqBits = BigInt(layout.sequenceBits);
   const shardBits = BigInt(layout.shardBits);
-  const sequence = Number(value & ((1n << seqBits) - 1n));
-  const shard = Number((value >> seqBits) & ((1n << shardBits) - 1n));
+  const shardFirst = (layout.order ?? 'shard-sequence') === 'shard-sequence';
+  const sequence = Number((value >> (shardFirst ? 0n : shardBits)) & ((1n << seqBits) - 1n));
+  const shard = Number((value >> (shardFirst ? seqBits : 0n)) & ((1n << shardBits) - 1n));
   const timeMs = value >> (seqBits + shardBits);
-  const unix = BigInt(layout.epochMs) + timeMs;
+  const unix = BigInt(layout.epochMs) + timeMs * BigInt(layout.timeUnitMs ?? 1);
   // Out-of-range Dates become Invalid Date rather than a wrong date.
   const unixMs = unix > 8_640_000_000_000_000n ? Number.NaN : Number(unix);
   return Object.freeze({ id: value, timeMs, shard, sequence, unixMs, timestamp: new Date(unixMs) });
@@ -185,7 +228,12 @@ export function encodeId(parts: IdParts, layout: IdLayout = DEFAULT_LAYOUT): big
     throw new IdleaseError('BAD_ARGUMENT', `sequence must be an integer from 0 to ${limits.maxSequence}, got ${String(parts.sequence)}.`);
   }
   const seqBits = BigInt(layout.sequenceBits);
-  return (parts.timeMs << (seqBits + BigInt(layout.shardBits))) | (BigInt(parts.shard) << seqBits) | BigInt(parts.sequence);
+  const shardBits = BigInt(layout.shardBits);
+  const low =
+    (layout.order ?? 'shard-sequence') === 'shard-sequence'
+      ? (BigInt(parts.shard) << seqBits) | BigInt(parts.sequence)
+      : (BigInt(parts.sequence) << shardBits) | BigInt(parts.shard);
+  return (parts.timeMs << (seqBits + shardBits)) | low;
 }
 
 /**

@@ -7,6 +7,7 @@ import { nextIdMigrations, resolveNextIdOptions, type NextIdMigrateOptions } fro
 import { resolveSegmentsOptions, segmentsMigrations, type SegmentsMigrateOptions } from './segments.js';
 import { resolveTicketsOptions, ticketsMigrations, type TicketsMigrateOptions } from './tickets.js';
 import type { IdleaseMigration } from './types.js';
+import { resolveWorkersOptions, workersMigrations, type WorkersMigrateOptions } from './workers.js';
 
 export const DEFAULT_MIGRATIONS_TABLE = 'idlease_migrations';
 
@@ -25,6 +26,8 @@ export interface MigrateOptions {
   tickets?: boolean | TicketsMigrateOptions;
   /** Postgres `next_id()`; an array installs several logical shards. Default: not installed. */
   nextId?: boolean | NextIdMigrateOptions | NextIdMigrateOptions[];
+  /** The worker-id lease table of snowflake allocators. Default: not installed. */
+  workers?: boolean | WorkersMigrateOptions;
   /** `'down'` rolls back the objects these options name. Default `'up'`. */
   direction?: 'up' | 'down';
   /** How long to wait for another process's migration to finish. Default 60 000 ms. */
@@ -51,7 +54,7 @@ export function planMigrations(flavor: Flavor, options: MigrateOptions = {}): Pl
   if (options === null || typeof options !== 'object') {
     throw new IdleaseError('BAD_CONFIG', 'migrate(knex, options): options must be an object, e.g. { segments: true }.');
   }
-  const known = new Set(['schema', 'migrationsTable', 'segments', 'tickets', 'nextId', 'direction', 'lockTimeoutMs']);
+  const known = new Set(['schema', 'migrationsTable', 'segments', 'tickets', 'nextId', 'workers', 'direction', 'lockTimeoutMs']);
   for (const key of Object.keys(options)) {
     if (!known.has(key)) {
       throw new IdleaseError('BAD_CONFIG', `migrate: unknown option ${JSON.stringify(key)}. Known options: ${[...known].join(', ')}.`);
@@ -83,6 +86,8 @@ export function planMigrations(flavor: Flavor, options: MigrateOptions = {}): Pl
     );
   }
   if (tickets) migrations.push(...ticketsMigrations(flavor, schema, tickets));
+  const workers = resolveWorkersOptions(options.workers);
+  if (workers) migrations.push(...workersMigrations(flavor, schema, workers));
   const nextIds = resolveNextIdOptions(options.nextId);
   if (nextIds.length > 0 && !isPostgres(flavor)) {
     throw new IdleaseError('BAD_CONFIG', 'nextId (the next_id() function) is PostgreSQL-only; on MySQL/MariaDB use segments or tickets.');

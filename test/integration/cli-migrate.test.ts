@@ -70,9 +70,12 @@ describe.each(['mysql', 'postgres'] as const)('two idlease migrate processes at 
     expect(up.code, up.out).toBe(0);
     const names = await db.knex('idlease_migrations').pluck('name');
     expect(names).toContain('20261122000001_segments.ts');
+    expect(names).toContain('20261123000004_workers.ts');
+    expect(await db.knex.schema.hasTable('idlease_workers')).toBe(true);
     const down = await knexCli(['migrate:rollback', '--all']);
     expect(down.code, down.out).toBe(0);
     expect(await db.knex.schema.hasTable('idlease_segments')).toBe(false);
+    expect(await db.knex.schema.hasTable('idlease_workers')).toBe(false);
     // Down removes what up created: no ticket scheme table left behind.
     expect(await db.knex.schema.hasTable('idlease_ticket_schemes')).toBe(false);
   });

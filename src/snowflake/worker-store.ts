@@ -1,0 +1,40 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import type { Knex } from 'knex';
+import { flavorOf } from '../dialects/detect.js';
+import {
+  claimWorkerId, listWorkerRows, releaseWorkerId, renewWorkerId,
+  type WorkerClaim, type WorkerHolder, type WorkerRow, type WorkerTableRef,
+} from '../dialects/workers.js';
+
+/**
+ * What a snowflake allocator needs from a database to hold a worker id: three operations,
+ * one statement each (the MySQL claim reads its outcome back by token), plus a listing for
+ * errors and the CLI. The allocator never sees SQL; unit tests plug in an in-memory twin.
+ */
+export interface WorkerIdStore {
+  /** Take the lowest id of the group (0…maxWorkerId) that is free or expired; undefined when none was taken. */
+  claim(group: string, maxWorkerId: number, holder: WorkerHolder, ttlMs: number): Promise<WorkerClaim | undefined>;
+  /** Extend our lease to the database's now + ttl and raise the recorded bound; false when the id is no longer ours. */
+  renew(group: string, workerId: number, token: string, ttlMs: number, maxTimeMs: bigint): Promise<boolean>;
+  /** Expire our lease now, keeping the recorded bound for the next holder. */
+  release(group: string, workerId: number, token: string): Promise<boolean>;
+  list(group?: string): Promise<WorkerRow[]>;
+}
+
+export type { WorkerClaim, WorkerHolder, WorkerRow };
+
+/** Who is asking: this host and process, and a fresh token per claim. */
+export function newHolder(startedAt = new Date()): WorkerHolder {
+  return Object.freeze({ token: randomBytes(16).toString('hex'), host: hostname().slice(0, 255), pid: process.pid, startedAt });
+}
+
+export function createKnexWorkerIdStore(knex: Knex, ref: WorkerTableRef): WorkerIdStore {
+  const t = Object.freeze({ flavor: flavorOf(knex), ref });
+  return Object.freeze({
+    claim: (group: string, maxWorkerId: number, holder: WorkerHolder, ttlMs: number) => claimWorkerId(knex, t, group, maxWorkerId, holder, ttlMs),
+    renew: (group: string, workerId: number, token: string, ttlMs: number, maxTimeMs: bigint) => renewWorkerId(knex, t, group, workerId, token, ttlMs, maxTimeMs),
+    release: (group: string, workerId: number, token: string) => releaseWorkerId(knex, t, group, workerId, token),
+    list: (group?: string) => listWorkerRows(knex, t, group),
+  });
+}
