@@ -118,7 +118,7 @@ describe('ticket servers on Galera, one database per node (HA)', () => {
       let idsAtRejoin: number | undefined;
       const tickets = make((e) => {
         events.push(e);
-        if (e.type === 'server-up') idsAtRejoin = ids.length;
+        if (e.type === 'server-up' && e.server === 'node2') idsAtRejoin = ids.length;
       });
       await tickets.ready();
       const failures: Record<string, number> = {};
@@ -139,7 +139,7 @@ describe('ticket servers on Galera, one database per node (HA)', () => {
       await sleep(2_000);
       await cluster.start(1, ['--wsrep-auto-increment-control=OFF']); // as my.cnf would have it
       // The allocator probes a down server with backoff up to backoffMaxMs (5 s): wait for it.
-      for (let i = 0; i < 100 && idsAtRejoin === undefined; i++) await sleep(100);
+      for (let i = 0; i < 120 && idsAtRejoin === undefined; i++) await sleep(100);
       await sleep(1_500);
       stop = true;
       await Promise.all(callers);
@@ -156,9 +156,10 @@ describe('ticket servers on Galera, one database per node (HA)', () => {
       // No ID refused for a wrong residue (thrown away), no server flapping between refused and up.
       expect(health.filter((h) => h.endsWith(':refused')), why).toEqual([]);
       expect(failures.INVARIANT, why).toBeUndefined();
-      // Only the killed node's server went down, once, and came back.
-      expect(health.filter((h) => h.startsWith('server-down')), why).toEqual(['server-down:node2:down']);
-      expect(health.at(-1), why).toBe('server-up:node2:');
+      // The killed node's server went down and came back. (During the ~5 s stall the others
+      // may be marked down for a moment too — down, never refused — and every call is still answered.)
+      expect(health.filter((h) => h.includes(':node2:')), why).toEqual(['server-down:node2:down', 'server-up:node2:']);
+      expect(failures, why).toEqual({});
       // The rejoined node serves again.
       expect(ids.slice(idsAtRejoin).filter((id) => id % 3n === 2n).length, why).toBeGreaterThan(0);
     } finally {
