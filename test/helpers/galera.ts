@@ -167,6 +167,7 @@ export async function startGalera(options: GaleraOptions = {}): Promise<GaleraCl
         children[i]?.kill('SIGTERM');
         await waitExit(children[i], 15_000);
       }
+      // IDLEASE_KEEP_GALERA=1 keeps the data dirs and error logs for a post-mortem.
       if (!process.env.IDLEASE_KEEP_GALERA) rmSync(root, { recursive: true, force: true });
     },
   };
