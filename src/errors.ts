@@ -11,7 +11,9 @@ export type IdleaseErrorCode =
   | 'EXHAUSTED' // a counter reached its field's limit; never wraps
   | 'CLOSED' // the allocator was closed
   | 'INVARIANT' // a value from the database broke a guarantee (refused, not handed out)
-  | 'MIGRATION_FAILED'; // a migration could not be applied or rolled back
+  | 'MIGRATION_FAILED' // a migration could not be applied or rolled back
+  | 'NO_WORKER_ID' // every worker id of a snowflake group is held by a live process
+  | 'CLOCK_BACKWARDS'; // the wall clock stayed behind the last issued time longer than the wait bound
 
 export class IdleaseError extends Error {
   readonly code: IdleaseErrorCode;
@@ -47,6 +49,8 @@ export const ERROR_CATEGORIES: Readonly<Record<IdleaseErrorCode, IdleaseErrorCat
   MIGRATION_FAILED: 'config',
   DB_UNAVAILABLE: 'unavailable',
   CLOSED: 'unavailable',
+  NO_WORKER_ID: 'unavailable',
+  CLOCK_BACKWARDS: 'unavailable',
   EXHAUSTED: 'invariant',
   INVARIANT: 'invariant',
 });

@@ -8,3 +8,5 @@ export * from './ticket/index.js';
 export * from './layout/index.js';
 export type { SegmentsMigrateOptions } from './migrations/segments.js';
 export type { NextIdMigrateOptions } from './migrations/next-id.js';
+export type { WorkersMigrateOptions } from './migrations/workers.js';
+export * from './snowflake/index.js';

@@ -5,6 +5,7 @@ import { registerSegmentCommands } from './segment.js';
 import { registerTicketCommands, ticketMigrateFlags } from './tickets.js';
 import { nextIdMigrateFlags, registerNextIdCommands } from './next-id.js';
 import { registerServeCommand } from './serve.js';
+import { registerSnowflakeCommands } from './snowflake.js';
 
 export function buildProgram(): Command {
   const program = new Command('idlease')
@@ -27,6 +28,7 @@ export function buildProgram(): Command {
   registerTicketCommands(program);
   registerNextIdCommands(program);
   registerServeCommand(program);
+  registerSnowflakeCommands(program);
   program.addHelpText('after', `
 Examples:
   idlease migrate                      create the embedded database and the segment table

@@ -182,11 +182,16 @@ export async function renewWorkerId(
   return rowsOf(t.flavor, check).length === 1;
 }
 
-/** Give the id back now (expiry in the past), keeping max_time_ms for the next holder. */
-export async function releaseWorkerId(knex: Knex, t: WorkerTarget, group: string, workerId: number, token: string): Promise<boolean> {
+/**
+ * Give the id back now (expiry in the past). `usedMaxTimeMs` replaces the recorded bound: a
+ * holder that has stopped issuing knows exactly the highest time it used, which is usually far
+ * below the bound it recorded ahead (now + ttl + lead), so the next holder need not wait that out.
+ */
+export async function releaseWorkerId(knex: Knex, t: WorkerTarget, group: string, workerId: number, token: string, usedMaxTimeMs: bigint): Promise<boolean> {
   const tb = table(t);
   const past = t.flavor === 'mysql' ? `'1970-01-02 00:00:00'` : `'epoch'::timestamptz`;
-  const res = await run(knex, t, `UPDATE ${tb} SET lease_expires_at = ${past} WHERE worker_group = ? AND worker_id = ? AND holder_token = ?`, [group, workerId, token]);
+  const big = t.flavor === 'mysql' ? 'CAST(? AS SIGNED)' : 'CAST(? AS bigint)';
+  const res = await run(knex, t, `UPDATE ${tb} SET lease_expires_at = ${past}, max_time_ms = ${big} WHERE worker_group = ? AND worker_id = ? AND holder_token = ?`, [usedMaxTimeMs.toString(), group, workerId, token]);
   return affectedRows(t.flavor, res) === 1;
 }
 

@@ -17,8 +17,8 @@ export interface WorkerIdStore {
   claim(group: string, maxWorkerId: number, holder: WorkerHolder, ttlMs: number): Promise<WorkerClaim | undefined>;
   /** Extend our lease to the database's now + ttl and raise the recorded bound; false when the id is no longer ours. */
   renew(group: string, workerId: number, token: string, ttlMs: number, maxTimeMs: bigint): Promise<boolean>;
-  /** Expire our lease now, keeping the recorded bound for the next holder. */
-  release(group: string, workerId: number, token: string): Promise<boolean>;
+  /** Expire our lease now; the bound becomes the highest time we actually used (we issue nothing after). */
+  release(group: string, workerId: number, token: string, usedMaxTimeMs: bigint): Promise<boolean>;
   list(group?: string): Promise<WorkerRow[]>;
 }
 
@@ -34,7 +34,7 @@ export function createKnexWorkerIdStore(knex: Knex, ref: WorkerTableRef): Worker
   return Object.freeze({
     claim: (group: string, maxWorkerId: number, holder: WorkerHolder, ttlMs: number) => claimWorkerId(knex, t, group, maxWorkerId, holder, ttlMs),
     renew: (group: string, workerId: number, token: string, ttlMs: number, maxTimeMs: bigint) => renewWorkerId(knex, t, group, workerId, token, ttlMs, maxTimeMs),
-    release: (group: string, workerId: number, token: string) => releaseWorkerId(knex, t, group, workerId, token),
+    release: (group: string, workerId: number, token: string, usedMaxTimeMs: bigint) => releaseWorkerId(knex, t, group, workerId, token, usedMaxTimeMs),
     list: (group?: string) => listWorkerRows(knex, t, group),
   });
 }

@@ -47,11 +47,12 @@ describe.each(ALL_FLAVORS)('worker ids on %s', (flavor) => {
     expect((await store.claim('b', 3, newHolder(), 60_000))?.workerId).toBe(0);
     expect(await store.renew('a', 1, holders[0]!.token, 60_000, 5n)).toBe(false);
     expect(await store.renew('a', 1, holders[1]!.token, 60_000, 12_345n)).toBe(true);
-    expect(await store.renew('a', 1, holders[1]!.token, 60_000, 100n)).toBe(true); // the bound never goes down
-    expect(await store.release('a', 1, holders[0]!.token)).toBe(false);
-    expect(await store.release('a', 1, holders[1]!.token)).toBe(true);
-    // The next holder of id 1 learns the previous holder's bound.
-    expect(await store.claim('a', 3, holders[4]!, 60_000)).toEqual({ workerId: 1, maxTimeMs: 12_345n });
+    expect(await store.release('a', 1, holders[0]!.token, 1n)).toBe(false);
+    expect(await store.renew('a', 1, holders[1]!.token, 60_000, 100n)).toBe(true);
+    expect((await store.list('a'))[1]!.maxTimeMs).toBe(12_345n);
+    // Release records the highest time actually used; the next holder of id 1 learns it.
+    expect(await store.release('a', 1, holders[1]!.token, 12_000n)).toBe(true);
+    expect(await store.claim('a', 3, holders[4]!, 60_000)).toEqual({ workerId: 1, maxTimeMs: 12_000n });
     // The old holder's token no longer renews it.
     expect(await store.renew('a', 1, holders[1]!.token, 60_000, 1n)).toBe(false);
     const rows = await store.list('a');

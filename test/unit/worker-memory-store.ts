@@ -42,11 +42,12 @@ export function createMemoryWorkerIdStore(dbNow: () => number): MemoryWorkerIdSt
       if (maxTimeMs > row.maxTimeMs) row.maxTimeMs = maxTimeMs;
       return true;
     },
-    async release(group, workerId, token) {
+    async release(group, workerId, token, usedMaxTimeMs) {
       if (store.down) throw Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' });
       const row = rows.get(key(group, workerId));
       if (!row || row.token !== token) return false;
       row.expiresAt = 0;
+      row.maxTimeMs = usedMaxTimeMs;
       return true;
     },
     async list(group) {

@@ -1,0 +1,56 @@
+/** `idlease snowflake next` and `idlease workers list`: thin flag parsing over src/snowflake. */
+import { InvalidArgumentError, type Command } from 'commander';
+import { resolveLayout } from '../layout/index.js';
+import { createSnowflakeAllocator } from '../snowflake/index.js';
+import { createKnexWorkerIdStore } from '../snowflake/worker-store.js';
+import { addDecodeLayoutFlags, decodeLayoutFrom } from './next-id.js';
+import { print, withKnex } from './context.js';
+
+function count(value: string): number {
+  if (!/^\d+$/.test(value) || Number(value) < 1 || Number(value) > 1_000_000) throw new InvalidArgumentError(`-n must be an integer from 1 to 1000000, got ${JSON.stringify(value)}.`);
+  return Number(value);
+}
+
+export function registerSnowflakeCommands(program: Command): void {
+  const snowflake = program.command('snowflake').description('time-ordered IDs made in this process with a worker id leased from idlease_workers');
+  const next = snowflake
+    .command('next')
+    .description('claim a worker id, print IDs, give the id back')
+    .option('-n <count>', 'how many IDs', count, 1)
+    .option('--group <name>', 'worker-id group', 'default');
+  addDecodeLayoutFlags(next).action(async (flags: Record<string, unknown>, self: Command) => {
+    await withKnex(self, async (knex) => {
+      const layout = resolveLayout(decodeLayoutFrom(flags));
+      const alloc = createSnowflakeAllocator({ knex, group: flags.group as string, layout });
+      try {
+        const ids = await alloc.nextBatch(flags.n as number);
+        print(self, ids.map(String), { group: alloc.group, workerId: alloc.workerId, ids });
+      } finally {
+        await alloc.close();
+      }
+    });
+  });
+  next.addHelpText('after', `
+Examples:
+  idlease snowflake next -n 5 --group orders
+  idlease snowflake next --preset twitter`);
+
+  program
+    .command('workers')
+    .description('worker-id leases of snowflake allocators')
+    .command('list')
+    .description('every worker id of a group (or all groups): holder, lease expiry, recorded time bound')
+    .option('--group <name>', 'only this group')
+    .action(async (flags: { group?: string }, self: Command) => {
+      await withKnex(self, async (knex) => {
+        const rows = await createKnexWorkerIdStore(knex, { schema: undefined, table: 'idlease_workers' }).list(flags.group);
+        print(
+          self,
+          rows.length === 0
+            ? 'no worker ids claimed yet'
+            : rows.map((r) => `${r.group}  ${r.workerId}  ${r.alive ? 'alive' : 'free '}  ${r.host}/${r.pid}  expires ${r.leaseExpiresAt.toISOString()}  max time ${r.maxTimeMs}`),
+          rows,
+        );
+      });
+    });
+}

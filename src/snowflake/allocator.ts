@@ -1,0 +1,334 @@
+import { backoffMs } from '../backoff.js';
+import { IdleaseError, isIdleaseError } from '../errors.js';
+import { layoutLimits, type IdLayout } from '../layout/index.js';
+import { resolveSnowflakeOptions, SYSTEM_CLOCK, type ResolvedSnowflakeOptions, type SnowflakeAllocatorOptions } from './options.js';
+import type { SnowflakeAllocator, SnowflakeEvent, SnowflakeStats } from './types.js';
+import { createKnexWorkerIdStore, newHolder, type WorkerIdStore } from './worker-store.js';
+
+interface Lease {
+  readonly workerId: number;
+  readonly token: string;
+  /** Monotonic ms after which we may not issue: counted from before the renewal was sent, minus a margin. */
+  fenceUntil: number;
+  /** Highest Unix ms recorded in the row for this id: our time field never passes it. */
+  boundMs: number;
+}
+
+/** Why an ID could not be issued right now. */
+type Wait = 'lease' | 'clock';
+
+const FATAL = new Set(['NOT_MIGRATED', 'BAD_CONFIG', 'INVARIANT']);
+
+/**
+ * Snowflake IDs made in memory: [time | worker | sequence] per the layout, with the worker id
+ * leased from the database. The hot path is arithmetic on fields plus two clock reads; the
+ * database is touched only by one background loop (claim, then renew every ttl/3).
+ *
+ * Fencing: the row's expiry is the database's now + ttl at the time the renewal ran, which is
+ * no earlier than when we sent it; so counting ttl (less a margin) on our own monotonic clock
+ * from *before* sending ends our use of the id before anyone else can claim it, whatever our
+ * wall clock does and however long we were paused (a paused process wakes up past fenceUntil).
+ *
+ * The row's max_time_ms is raised (by the renewal, before the new bound is used) to the
+ * highest time this holder may put into an ID, and a claimer starts above the value it finds:
+ * a new holder never reuses a time of an old one, whatever the two hosts' clocks say.
+ *
+ * This loop is written here rather than shared with the segment allocator's: that one was
+ * being changed by another session, and lifting it would have touched its behaviour.
+ */
+class SnowflakeAllocatorImpl implements SnowflakeAllocator {
+  readonly group: string;
+  readonly layout: IdLayout;
+  private readonly options: ResolvedSnowflakeOptions;
+  private readonly store: WorkerIdStore;
+  private readonly maxWorkerId: number;
+  private readonly maxSequence: number;
+  private readonly maxTime: bigint;
+  private readonly timeShift: bigint;
+  private readonly workerShift: bigint;
+  private readonly sequenceShift: bigint;
+
+  private lease: Lease | undefined;
+  private lastTime = -1n;
+  private sequence = 0;
+
+  private readonly listeners = new Set<(event: SnowflakeEvent) => void>();
+  private loopDone: Promise<void> = Promise.resolve();
+  private wakeLoop: (() => void) | undefined;
+  private closing = false;
+  private closed = false;
+  private closePromise: Promise<void> | undefined;
+  /** Why the loop could not get a lease last time: what a waiter that times out is told. */
+  private lastProblem: unknown;
+  private fatal: IdleaseError | undefined;
+
+  private issued = 0;
+  private claims = 0;
+  private renewals = 0;
+  private leaseErrors = 0;
+  private lost = 0;
+
+  constructor(options: ResolvedSnowflakeOptions) {
+    this.options = options;
+    this.group = options.group;
+    this.layout = options.layout;
+    this.store = options.store ?? createKnexWorkerIdStore(options.knex!, { schema: options.schema, table: options.table });
+    const limits = layoutLimits(this.layout);
+    this.maxWorkerId = limits.maxShard;
+    this.maxSequence = limits.maxSequence;
+    this.maxTime = limits.maxTimeMs;
+    const s = BigInt(this.layout.sequenceBits);
+    const w = BigInt(this.layout.shardBits);
+    this.timeShift = s + w;
+    const workerFirst = this.layout.order === 'shard-sequence';
+    this.workerShift = workerFirst ? s : 0n;
+    this.sequenceShift = workerFirst ? 0n : w;
+    if (options.onEvent) this.listeners.add(options.onEvent);
+    this.loopDone = this.loop();
+  }
+
+  get workerId(): number | undefined {
+    return this.lease?.workerId;
+  }
+
+  next(): Promise<bigint> {
+    try {
+      const r = this.tryIssue();
+      if (typeof r === 'bigint') return Promise.resolve(r);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return this.waitAndIssue();
+  }
+
+  async nextBatch(n: number): Promise<bigint[]> {
+    if (!Number.isInteger(n) || n < 1 || n > 1_000_000) {
+      throw new IdleaseError('BAD_ARGUMENT', `nextBatch(n): n must be an integer from 1 to 1000000, got ${String(n)}.`);
+    }
+    const out: bigint[] = [];
+    while (out.length < n) {
+      const r = this.tryIssue();
+      out.push(typeof r === 'bigint' ? r : await this.waitAndIssue());
+    }
+    return out;
+  }
+
+  /** One ID if the lease and the clock allow it now; otherwise what to wait for. Throws CLOSED/EXHAUSTED. */
+  private tryIssue(): bigint | Wait {
+    if (this.closing) throw new IdleaseError('CLOSED', `The snowflake allocator of group ${JSON.stringify(this.group)} is closed; create a new one.`);
+    const lease = this.lease;
+    const clock = this.options.clock;
+    if (lease === undefined) return 'lease';
+    if (clock.monoMs() >= lease.fenceUntil) {
+      // Renewal is due (we were paused, or the loop slept long): do not wait for its timer.
+      this.wakeLoop?.();
+      return 'lease';
+    }
+    const { epochMs, timeUnitMs } = this.layout;
+    const wall = clock.wallMs();
+    const now = BigInt(Math.floor((wall - epochMs) / timeUnitMs));
+    let time = this.lastTime;
+    let sequence = this.sequence;
+    if (now > time) {
+      time = now;
+      sequence = 0;
+    } else if (++sequence > this.maxSequence) {
+      // The unit is used up (or the clock went back): borrow the next unit, never wrap.
+      time += 1n;
+      sequence = 0;
+    }
+    if (time > this.maxTime) {
+      throw new IdleaseError('EXHAUSTED', `The time field of the ${this.layout.timeBits}-bit layout is full (epoch ${new Date(epochMs).toISOString()}); use a layout with more timeBits or a later epoch.`);
+    }
+    const startMs = epochMs + Number(time) * timeUnitMs;
+    if (startMs - wall > this.options.maxLeadMs) return 'clock';
+    if (startMs + timeUnitMs - 1 > lease.boundMs) {
+      this.wakeLoop?.();
+      return 'lease';
+    }
+    this.lastTime = time;
+    this.sequence = sequence;
+    this.issued++;
+    return (time << this.timeShift) | (BigInt(lease.workerId) << this.workerShift) | (BigInt(sequence) << this.sequenceShift);
+  }
+
+  private async waitAndIssue(): Promise<bigint> {
+    const clock = this.options.clock;
+    const deadline = clock.monoMs() + this.options.waitTimeoutMs;
+    for (;;) {
+      if (this.fatal) throw this.fatal;
+      const r = this.tryIssue();
+      if (typeof r === 'bigint') return r;
+      const left = deadline - clock.monoMs();
+      if (left <= 0) throw this.timeoutError(r);
+      await clock.sleep(Math.min(left, r === 'clock' ? Math.max(1, this.layout.timeUnitMs) : 5));
+    }
+  }
+
+  private timeoutError(reason: Wait): IdleaseError {
+    if (reason === 'clock') {
+      return new IdleaseError(
+        'CLOCK_BACKWARDS',
+        `The wall clock stayed more than maxLeadMs (${this.options.maxLeadMs} ms) behind the last issued time for ${this.options.waitTimeoutMs} ms ` +
+          `(clock stepped back, or a burst beyond ${this.maxSequence + 1} IDs per ${this.layout.timeUnitMs} ms). It recovers when the clock catches up; raise maxLeadMs to borrow further.`,
+      );
+    }
+    if (isIdleaseError(this.lastProblem, 'NO_WORKER_ID')) return this.lastProblem;
+    return new IdleaseError(
+      'DB_UNAVAILABLE',
+      `No valid worker-id lease for group ${JSON.stringify(this.group)} within ${this.options.waitTimeoutMs} ms: the database did not confirm a claim or renewal in time` +
+        `${this.lastProblem ? ` (last error: ${(this.lastProblem as Error).message})` : ''}. It recovers by itself once the database answers.`,
+      { cause: this.lastProblem },
+    );
+  }
+
+  private async loop(): Promise<void> {
+    let attempt = 0;
+    while (!this.closing) {
+      let pause = this.options.renewEveryMs;
+      try {
+        if (this.lease === undefined) {
+          if (!(await this.claim())) pause = backoffMs(attempt++, 20, Math.min(1_000, this.options.leaseTtlMs / 4));
+          else attempt = 0;
+        } else {
+          await this.renew();
+          attempt = 0;
+        }
+      } catch (err) {
+        this.leaseErrors++;
+        this.lastProblem = err;
+        if (isIdleaseError(err) && FATAL.has(err.code)) this.fatal = err;
+        this.emit({ type: 'lease-error', error: err });
+        pause = backoffMs(attempt++, 20, Math.min(1_000, this.options.leaseTtlMs / 4));
+      }
+      if (!this.closing) await this.pause(pause);
+    }
+  }
+
+  /** Sleep until `ms` pass or someone needs the loop now (fence ran out, close()). */
+  private pause(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const done = () => {
+        if (timer !== undefined) clearTimeout(timer);
+        this.wakeLoop = undefined;
+        resolve();
+      };
+      this.wakeLoop = done;
+      if (this.options.clock === SYSTEM_CLOCK) timer = setTimeout(done, ms);
+      else void this.options.clock.sleep(ms).then(done);
+    });
+  }
+
+  private async claim(): Promise<boolean> {
+    const holder = newHolder();
+    const { group, leaseTtlMs } = this.options;
+    const claim = await this.store.claim(group, this.maxWorkerId, holder, leaseTtlMs);
+    if (claim === undefined) {
+      const alive = (await this.store.list(group)).filter((r) => r.alive).length;
+      if (alive > this.maxWorkerId) {
+        this.lastProblem = new IdleaseError(
+          'NO_WORKER_ID',
+          `All ${this.maxWorkerId + 1} worker ids of group ${JSON.stringify(group)} are held: ${alive} holders are alive. ` +
+            `Run fewer processes in this group, use another group, or a layout with more shardBits (idlease workers list --group ${group}).`,
+        );
+      }
+      return false;
+    }
+    this.claims++;
+    // Not usable yet: the renewal below records our bound in the row before any ID uses it.
+    const { epochMs, timeUnitMs } = this.layout;
+    const floor = claim.maxTimeMs >= BigInt(epochMs) ? (claim.maxTimeMs - BigInt(epochMs)) / BigInt(timeUnitMs) : -1n;
+    if (floor > this.lastTime) {
+      this.lastTime = floor;
+      this.sequence = this.maxSequence;
+    } else {
+      // A new worker field with an old time could sort below IDs we already gave out.
+      this.sequence = this.maxSequence;
+    }
+    this.lease = { workerId: claim.workerId, token: holder.token, fenceUntil: -Infinity, boundMs: -Infinity };
+    this.emit({ type: 'claimed', workerId: claim.workerId, previousMaxTimeMs: claim.maxTimeMs });
+    await this.renew();
+    return this.lease !== undefined;
+  }
+
+  private async renew(): Promise<void> {
+    const lease = this.lease!;
+    const { clock, leaseTtlMs, maxLeadMs, fenceMarginMs, group } = this.options;
+    const sentAt = clock.monoMs();
+    const lastMs = this.layout.epochMs + Number(this.lastTime) * this.layout.timeUnitMs;
+    const bound = Math.max(clock.wallMs(), lastMs) + leaseTtlMs + maxLeadMs + this.layout.timeUnitMs;
+    const ok = await this.store.renew(group, lease.workerId, lease.token, leaseTtlMs, BigInt(bound));
+    if (this.lease !== lease) return;
+    if (!ok) {
+      this.lease = undefined;
+      this.lost++;
+      this.emit({ type: 'lost', workerId: lease.workerId });
+      return;
+    }
+    lease.fenceUntil = sentAt + leaseTtlMs - fenceMarginMs;
+    lease.boundMs = Math.max(lease.boundMs, bound);
+    this.renewals++;
+    this.lastProblem = undefined;
+    this.emit({ type: 'renewed', workerId: lease.workerId, latencyMs: clock.monoMs() - sentAt });
+  }
+
+  stats(): SnowflakeStats {
+    const lease = this.lease;
+    const clock = this.options.clock;
+    const lastMs = this.layout.epochMs + Number(this.lastTime) * this.layout.timeUnitMs;
+    return Object.freeze({
+      group: this.group,
+      workerId: lease?.workerId,
+      issued: this.issued,
+      claims: this.claims,
+      renewals: this.renewals,
+      leaseErrors: this.leaseErrors,
+      lost: this.lost,
+      fenced: lease !== undefined && clock.monoMs() < lease.fenceUntil,
+      leadMs: Math.max(0, lastMs - clock.wallMs()),
+    });
+  }
+
+  onEvent(listener: (event: SnowflakeEvent) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  private emit(event: SnowflakeEvent): void {
+    for (const l of this.listeners) {
+      try {
+        l(event);
+      } catch {
+        // A broken metrics hook must not break allocation.
+      }
+    }
+  }
+
+  close(): Promise<void> {
+    this.closePromise ??= (async () => {
+      this.closing = true;
+      this.wakeLoop?.();
+      await this.loopDone;
+      const lease = this.lease;
+      this.lease = undefined;
+      if (lease) {
+        // Best effort: an unreleased id simply expires after leaseTtlMs.
+        const { epochMs, timeUnitMs } = this.layout;
+        const usedMaxMs = this.lastTime < 0n ? 0n : BigInt(epochMs) + (this.lastTime + 1n) * BigInt(timeUnitMs) - 1n;
+        const released = await this.store.release(this.group, lease.workerId, lease.token, usedMaxMs > 0n ? usedMaxMs : 0n).catch(() => false);
+        if (released) this.emit({ type: 'released', workerId: lease.workerId });
+      }
+      this.closed = true;
+    })();
+    return this.closePromise;
+  }
+}
+
+/**
+ * Time-ordered 64-bit IDs made in this process, with a worker id leased from `idlease_workers`
+ * (run `idlease migrate --workers` first). See docs/snowflake.md for the guarantees.
+ */
+export function createSnowflakeAllocator(options: SnowflakeAllocatorOptions): SnowflakeAllocator {
+  return new SnowflakeAllocatorImpl(resolveSnowflakeOptions(options));
+}

@@ -1,0 +1,107 @@
+import type { Knex } from 'knex';
+import { IdleaseError } from '../errors.js';
+import { validateIdentifier } from '../identifiers.js';
+import { layoutPreset, resolveLayout, type IdLayout, type LayoutOptions, type LayoutPreset } from '../layout/index.js';
+import type { WorkerIdStore } from './worker-store.js';
+import type { SnowflakeEvent } from './types.js';
+
+/** Wall time for the ID's time field, monotonic time for the lease, and a way to wait. Injected by tests. */
+export interface SnowflakeClock {
+  wallMs(): number;
+  monoMs(): number;
+  sleep(ms: number): Promise<void>;
+}
+
+export const SYSTEM_CLOCK: SnowflakeClock = Object.freeze({
+  wallMs: () => Date.now(),
+  monoMs: () => performance.now(),
+  sleep: (ms: number) => new Promise<void>((r) => setTimeout(r, ms)),
+});
+
+export interface SnowflakeAllocatorOptions {
+  /** The database holding `idlease_workers` (run `idlease migrate --workers`). Either this or `store`. */
+  knex?: Knex;
+  /** A WorkerIdStore instead of knex (tests, other clients). */
+  store?: WorkerIdStore;
+  /** Worker-id group: allocators of one group share the id space. Default 'default'. */
+  group?: string;
+  /** A preset name ('idlease', 'twitter', 'sonyflake') or a layout. Default 'idlease'. */
+  layout?: LayoutPreset | LayoutOptions | IdLayout;
+  /** Worker table. Default idlease_workers. */
+  table?: string;
+  /** Postgres schema of the worker table. */
+  schema?: string;
+  /** How long a claim or renewal holds the worker id, by the database's clock. Default 10 000 ms. */
+  leaseTtlMs?: number;
+  /** How far the time field may run ahead of the wall clock (clock stepped back, sequence overflow). Default 1 000 ms. */
+  maxLeadMs?: number;
+  /** How long next() waits (for a lease, or for the clock) before rejecting. Default leaseTtlMs. */
+  waitTimeoutMs?: number;
+  onEvent?: (event: SnowflakeEvent) => void;
+  clock?: SnowflakeClock;
+}
+
+export interface ResolvedSnowflakeOptions {
+  readonly knex: Knex | undefined;
+  readonly store: WorkerIdStore | undefined;
+  readonly group: string;
+  readonly layout: IdLayout;
+  readonly table: string;
+  readonly schema: string | undefined;
+  readonly leaseTtlMs: number;
+  readonly maxLeadMs: number;
+  readonly waitTimeoutMs: number;
+  /** Fencing stops this long before the lease runs out: timers fire late, clocks drift. */
+  readonly fenceMarginMs: number;
+  readonly renewEveryMs: number;
+  readonly onEvent: ((event: SnowflakeEvent) => void) | undefined;
+  readonly clock: SnowflakeClock;
+}
+
+const KNOWN = ['knex', 'store', 'group', 'layout', 'table', 'schema', 'leaseTtlMs', 'maxLeadMs', 'waitTimeoutMs', 'onEvent', 'clock'];
+
+function intIn(value: unknown, option: string, fallback: number, min: number, max: number): number {
+  const v = value ?? fallback;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
+    throw new IdleaseError('BAD_CONFIG', `${option} must be an integer from ${min} to ${max} (milliseconds), got ${String(value)}. Example: ${option}: ${fallback}.`);
+  }
+  return v;
+}
+
+export function resolveSnowflakeOptions(input: SnowflakeAllocatorOptions): ResolvedSnowflakeOptions {
+  if (input === null || typeof input !== 'object') {
+    throw new IdleaseError('BAD_CONFIG', 'createSnowflakeAllocator(options): options must be an object such as { knex }.');
+  }
+  for (const key of Object.keys(input)) {
+    if (!KNOWN.includes(key)) throw new IdleaseError('BAD_CONFIG', `createSnowflakeAllocator: unknown option ${JSON.stringify(key)}. Known: ${KNOWN.join(', ')}.`);
+  }
+  if ((input.knex === undefined) === (input.store === undefined)) {
+    throw new IdleaseError('BAD_CONFIG', 'createSnowflakeAllocator needs exactly one of knex (a database with idlease_workers) or store.');
+  }
+  const group = input.group ?? 'default';
+  if (typeof group !== 'string' || group.length < 1 || group.length > 128) {
+    throw new IdleaseError('BAD_CONFIG', `group must be a string of 1 to 128 characters, got ${JSON.stringify(group)}. Example: group: 'orders'.`);
+  }
+  const rawLayout = input.layout ?? 'idlease';
+  const clock = input.clock ?? SYSTEM_CLOCK;
+  const layout = typeof rawLayout === 'string' ? layoutPreset(rawLayout) : resolveLayout(rawLayout, clock.wallMs());
+  const leaseTtlMs = intIn(input.leaseTtlMs, 'leaseTtlMs', 10_000, 100, 3_600_000);
+  const maxLeadMs = intIn(input.maxLeadMs, 'maxLeadMs', 1_000, 0, 3_600_000);
+  const waitTimeoutMs = intIn(input.waitTimeoutMs, 'waitTimeoutMs', leaseTtlMs, 1, 3_600_000);
+  if (input.onEvent !== undefined && typeof input.onEvent !== 'function') throw new IdleaseError('BAD_CONFIG', 'onEvent must be a function.');
+  return Object.freeze({
+    knex: input.knex,
+    store: input.store,
+    group,
+    layout,
+    table: validateIdentifier(input.table ?? 'idlease_workers', 'table'),
+    schema: input.schema === undefined ? undefined : validateIdentifier(input.schema, 'schema'),
+    leaseTtlMs,
+    maxLeadMs,
+    waitTimeoutMs,
+    fenceMarginMs: Math.max(10, Math.ceil(leaseTtlMs / 10)),
+    renewEveryMs: Math.max(10, Math.floor(leaseTtlMs / 3)),
+    onEvent: input.onEvent,
+    clock,
+  });
+}

@@ -1,0 +1,36 @@
+import type { IdLayout } from '../layout/index.js';
+
+export type SnowflakeEvent =
+  | { readonly type: 'claimed'; readonly workerId: number; readonly previousMaxTimeMs: bigint }
+  | { readonly type: 'renewed'; readonly workerId: number; readonly latencyMs: number }
+  /** The row no longer carries our token: someone took the id after our lease ran out. */
+  | { readonly type: 'lost'; readonly workerId: number }
+  | { readonly type: 'lease-error'; readonly error: unknown }
+  | { readonly type: 'released'; readonly workerId: number };
+
+export interface SnowflakeStats {
+  readonly group: string;
+  /** Current worker id, undefined while none is held. */
+  readonly workerId: number | undefined;
+  readonly issued: number;
+  readonly claims: number;
+  readonly renewals: number;
+  readonly leaseErrors: number;
+  readonly lost: number;
+  /** Whether next() may issue right now without waiting (lease fenced and valid). */
+  readonly fenced: boolean;
+  /** How far the last issued time is ahead of the wall clock, ms (0 when not ahead). */
+  readonly leadMs: number;
+}
+
+export interface SnowflakeAllocator {
+  readonly group: string;
+  readonly layout: IdLayout;
+  /** The worker id held now; undefined before the first claim and after a loss, until the next claim. */
+  readonly workerId: number | undefined;
+  next(): Promise<bigint>;
+  nextBatch(n: number): Promise<bigint[]>;
+  stats(): SnowflakeStats;
+  onEvent(listener: (event: SnowflakeEvent) => void): () => void;
+  close(): Promise<void>;
+}
