@@ -129,36 +129,55 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE AS $$
 DECLARE
   -- No initialised variables: PL/pgSQL prepares each initialiser like a statement.
   target bigint;
+  tries integer;
 BEGIN
-  -- The exclusive lock waits only for draws in flight (each holds the shared lock for one
-  -- nextval, microseconds) and for another session's jump, never for an open transaction.
-  -- It is session-scoped so that it ends with the jump; the block releases it on any error or
-  -- cancel, including one that arrives between taking it and the next statement.
+  -- Locks here are session-scoped so that they end with the draw or the jump, not with the
+  -- caller's transaction; the block releases them on any error or cancel, including one that
+  -- arrives between taking a lock and the next statement. No wait here is on an open
+  -- transaction: only on draws in flight (one nextval each) and on another session's jump.
   BEGIN
+    FOR tries IN 1..50 LOOP
+      target := ${nowCounter};
+      IF target > ${maxCounter} THEN
+        RAISE EXCEPTION '${exhausted}' USING ERRCODE = '22003';
+      END IF;
+      IF drawn >= target - ${slack} THEN
+        RETURN ${composeOf('drawn')};
+      END IF;
+      -- The sequence itself is behind (or never drawn: NULL, a fresh install): jump, if no draw
+      -- is in flight.
+      IF NOT COALESCE(pg_catalog.pg_sequence_last_value(${seqLit}) >= target - ${slack}, false)
+         AND pg_catalog.pg_try_advisory_lock(${k1}, ${k2}) THEN
+        -- No draw is in flight and none can start: the sequence's own value covers every value
+        -- any session has drawn or holds in its cache, so setting it to at least that never
+        -- moves it back. setval also empties this session's cache, so the next draw is fresh.
+        target := ${nowCounter};
+        drawn := pg_catalog.setval(${seqLit}, GREATEST(pg_catalog.pg_sequence_last_value(${seqLit}), target));
+        drawn := pg_catalog.nextval(${seqLit});
+        PERFORM pg_catalog.pg_advisory_unlock(${k1}, ${k2});
+        RETURN ${composeOf('drawn')};
+      END IF;
+      -- The sequence is fresh and only this session's cache is stale (values it reserved a
+      -- while ago), or another session is jumping: wait for its jump (shared waiters are woken
+      -- together), then draw past the cache (at most ${NEXT_ID_CACHE - 1} values left in it, so the last of these
+      -- draws comes from the sequence); the skipped values are never used. Tested again above.
+      PERFORM pg_catalog.pg_advisory_lock_shared(${k1}, ${k2});
+      drawn := GREATEST(${Array.from({ length: NEXT_ID_CACHE }, () => `pg_catalog.nextval(${seqLit})`).join(', ')});
+      PERFORM pg_catalog.pg_advisory_unlock_shared(${k1}, ${k2});
+    END LOOP;
+    -- Fifty misses in a row (draws always in flight): wait for the lock, which queues new draws
+    -- behind it, and jump.
     PERFORM pg_catalog.pg_advisory_lock(${k1}, ${k2});
     target := ${nowCounter};
-    IF target > ${maxCounter} THEN
-      RAISE EXCEPTION '${exhausted}' USING ERRCODE = '22003';
-    END IF;
-    IF pg_catalog.pg_sequence_last_value(${seqLit}) >= target - ${slack} THEN
-      -- Stale only because this session's cache is (values it reserved a while ago) while the
-      -- sequence itself is fresh: draw past the cache (at most ${NEXT_ID_CACHE - 1} values left in it, so the last
-      -- of these draws comes from the sequence); the skipped values are never used.
-      drawn := GREATEST(${Array.from({ length: NEXT_ID_CACHE }, () => `pg_catalog.nextval(${seqLit})`).join(', ')});
-    ELSE
-      -- No draw is in flight and none can start: the sequence's own value covers every value
-      -- any session has drawn or holds in its cache, so setting it to at least that never
-      -- moves it back. (NULL: never drawn, a fresh install.) setval also empties this
-      -- session's cache, so the next draw is fresh.
-      drawn := pg_catalog.setval(${seqLit}, GREATEST(pg_catalog.pg_sequence_last_value(${seqLit}), target));
-      drawn := pg_catalog.nextval(${seqLit});
-    END IF;
+    drawn := pg_catalog.setval(${seqLit}, GREATEST(pg_catalog.pg_sequence_last_value(${seqLit}), target));
+    drawn := pg_catalog.nextval(${seqLit});
     PERFORM pg_catalog.pg_advisory_unlock(${k1}, ${k2});
   EXCEPTION WHEN OTHERS OR QUERY_CANCELED THEN
-    IF EXISTS (SELECT FROM pg_catalog.pg_locks WHERE locktype = 'advisory' AND pid = pg_catalog.pg_backend_pid()
-                AND classid = ${k1} AND objid = ${k2} AND objsubid = 2 AND mode = 'ExclusiveLock' AND granted) THEN
-      PERFORM pg_catalog.pg_advisory_unlock(${k1}, ${k2});
-    END IF;
+    -- Whatever of ours this session holds at this point, it took in this call.
+    PERFORM pg_catalog.pg_advisory_unlock(${k1}, ${k2}) FROM pg_catalog.pg_locks
+      WHERE locktype = 'advisory' AND pid = pg_catalog.pg_backend_pid() AND classid = ${k1} AND objid = ${k2} AND objsubid = 2 AND mode = 'ExclusiveLock' AND granted;
+    PERFORM pg_catalog.pg_advisory_unlock_shared(${k1}, ${k2}) FROM pg_catalog.pg_locks
+      WHERE locktype = 'advisory' AND pid = pg_catalog.pg_backend_pid() AND classid = ${k1} AND objid = ${k2} AND objsubid = 2 AND mode = 'ShareLock' AND granted;
     RAISE;
   END;
   RETURN ${composeOf('drawn')};
