@@ -8,14 +8,18 @@
  * (the time field runs ahead, the clock catches up); a clock that steps back finds the sequence
  * ahead of it and is ignored.
  *
- * The sequence is moved up to the clock (setval) only under an exclusive advisory lock that
- * every caller's nextval holds in shared mode, so no nextval can pass the target while the
- * jump happens. The shared lock is transaction-scoped (after the first call in a transaction
- * it is a local re-grant, which keeps bulk inserts fast); the jump lock is session-scoped and
- * released at once, and only tried: when another open transaction holds the shared lock the
- * caller keeps the value it drew (unique, just behind the clock) and its session backs off.
+ * The sequence is moved up to the clock (setval, "the jump") only under a session-scoped
+ * exclusive advisory lock; every draw (nextval) holds the same key in shared mode for that one
+ * nextval and releases it in the same expression. So no nextval runs during a jump, and no lock
+ * of idlease's outlives the call that took it: an idle-in-transaction session or a prepared
+ * transaction that called next_id() holds nothing a jump waits for (the previous version held
+ * the shared lock to the end of the transaction, and such a transaction stopped every catch-up).
+ * A jump waits only for draws in flight and other jumps (microseconds); a draw that finds a jump
+ * under way goes to the slow path and waits for it. A draw more than the slack behind the clock
+ * is never served: it is replaced by a fresh one, so the first ID after an install, a restore or
+ * a long idle period carries the current time.
  *
- * Cost is what shapes the code. A bulk insert pays per row: one PL/pgSQL call, a lock re-grant,
+ * Cost is what shapes the code. A bulk insert pays per row: one PL/pgSQL call, a shared lock taken and released,
  * a cached nextval (the sequence has CACHE NEXT_ID_CACHE) and a dozen operators. A single-row
  * insert pays per transaction, and there PL/pgSQL prepares every operator it runs afresh (about
  * 1k instructions each), so the fast path is three short statements, the freshness test avoids
@@ -51,8 +55,6 @@ export const NEXT_ID_SLACK_MS = 3;
 export const NEXT_ID_CACHE = 4;
 /** Year 287,000-odd: counters stop here even where the time field could go on (to_timestamp's range). */
 const NEXT_ID_LAST_UNIX_MS = 9_000_000_000_000_000;
-/** After a jump found another open transaction in the way, this session waits this long to try again. */
-export const NEXT_ID_RETRY_MS = 2;
 /** First key of the two-int advisory lock space, so idlease's locks are recognisable in pg_locks. */
 export const NEXT_ID_LOCK_CLASS = 0x1d1ea5e;
 
@@ -112,7 +114,6 @@ export function nextIdDdl(o: NextIdObjects): { up: string[]; down: string[] } {
   // (No LEAST/GREATEST here: they skip NULLs.) The sequence's MAXVALUE keeps v in range.
   const fresh = `pg_catalog.to_timestamp(v * (0.001::float8 / ${int(1n << BigInt(sequenceBits))}) + ${int(epochMs + NEXT_ID_SLACK_MS)}::float8 / 1000) > pg_catalog.clock_timestamp()`;
   const slack = int(BigInt(NEXT_ID_SLACK_MS) << BigInt(sequenceBits));
-  const retryGuc = `idlease.next_id_retry_${o.schema}`;
   const cache = int(NEXT_ID_CACHE);
   const exhausted = `next_id(): the time field of ${o.schema}.next_id() is exhausted (${timeBits} time bits from epoch ${new Date(epochMs).toISOString()}); install a layout with more timeBits or a later epoch in a new schema`;
   return {
@@ -120,75 +121,80 @@ export function nextIdDdl(o: NextIdObjects): { up: string[]; down: string[] } {
       `CREATE SCHEMA IF NOT EXISTS ${s}`,
       // MAXVALUE is the last counter the time field can hold: nextval raises past it, never wraps.
       `CREATE SEQUENCE IF NOT EXISTS ${seq} AS bigint MINVALUE 0 MAXVALUE ${maxCounter} START 0 CACHE ${cache} NO CYCLE`,
-      // The slow path: a draw more than the slack behind the clock, or none (NULL) because the
-      // shared lock was busy. Apart from next_id() so that its statements are prepared only in the
-      // transactions that run them; kept to few statements and operators for the same reason.
+      // The slow path: a draw more than the slack behind the clock, or none (NULL) because a
+      // jump held the lock. Apart from next_id() so that its statements are prepared only in the
+      // transactions that run them.
       `CREATE OR REPLACE FUNCTION ${slow}(drawn bigint) RETURNS bigint
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE AS $$
 DECLARE
-  -- No other initialised variables: PL/pgSQL prepares each initialiser like a statement.
-  target bigint := ${nowCounter};
-  locked boolean;
-  retry text;
+  -- No initialised variables: PL/pgSQL prepares each initialiser like a statement.
+  target bigint;
+  tries integer;
 BEGIN
-  IF drawn IS NULL THEN
-    -- A jump is in progress; it lasts microseconds.
-    PERFORM pg_catalog.pg_advisory_xact_lock_shared(${k1}, ${k2});
-    drawn := pg_catalog.nextval(${seqLit});
-    IF drawn >= target - ${slack} THEN
-      RETURN ${composeOf('drawn')};
-    END IF;
-  END IF;
-  IF target > ${maxCounter} THEN
-    RAISE EXCEPTION '${exhausted}' USING ERRCODE = '22003';
-  END IF;
-  -- Stale only because this session's cache is (values it reserved a while ago) while the
-  -- sequence itself is fresh: draw past the cache (at most ${NEXT_ID_CACHE - 1} values left in it, so the last
-  -- of these draws comes from the sequence); the skipped values are never used.
-  IF pg_catalog.pg_sequence_last_value(${seqLit}) >= target - ${slack} THEN
-    drawn := GREATEST(${Array.from({ length: NEXT_ID_CACHE }, () => `pg_catalog.nextval(${seqLit})`).join(', ')});
-    RETURN ${composeOf('drawn')};
-  END IF;
-  -- Move the sequence up to the clock, only while no other transaction holds the shared lock:
-  -- then none can draw until the jump is over. The exclusive lock is session-scoped so that it
-  -- ends with the jump, not with the caller's transaction; the block releases it on any error
-  -- or cancel as well.
+  -- Locks here are session-scoped so that they end with the draw or the jump, not with the
+  -- caller's transaction; the block releases them on any error or cancel, including one that
+  -- arrives between taking a lock and the next statement. No wait here is on an open
+  -- transaction: only on draws in flight (one nextval each) and on another session's jump.
   BEGIN
-    locked := pg_catalog.pg_try_advisory_lock(${k1}, ${k2});
-    IF locked THEN
-      -- The sequence's own value covers every value any session has drawn or holds in its
-      -- cache, and none can draw now: setting it to at least that never moves it back. setval
-      -- also empties this session's cache, so the next draw is fresh.
-      drawn := pg_catalog.setval(${seqLit}, GREATEST(pg_catalog.pg_sequence_last_value(${seqLit}), target));
-      drawn := pg_catalog.nextval(${seqLit});
-      locked := NOT pg_catalog.pg_advisory_unlock(${k1}, ${k2});
-      RETURN ${composeOf('drawn')};
-    END IF;
+    FOR tries IN 1..50 LOOP
+      target := ${nowCounter};
+      IF target > ${maxCounter} THEN
+        RAISE EXCEPTION '${exhausted}' USING ERRCODE = '22003';
+      END IF;
+      IF drawn >= target - ${slack} THEN
+        RETURN ${composeOf('drawn')};
+      END IF;
+      -- The sequence itself is behind (or never drawn: NULL, a fresh install): jump, if no draw
+      -- is in flight.
+      IF NOT COALESCE(pg_catalog.pg_sequence_last_value(${seqLit}) >= target - ${slack}, false)
+         AND pg_catalog.pg_try_advisory_lock(${k1}, ${k2}) THEN
+        -- No draw is in flight and none can start: the sequence's own value covers every value
+        -- any session has drawn or holds in its cache, so setting it to at least that never
+        -- moves it back. setval also empties this session's cache, so the next draw is fresh.
+        target := ${nowCounter};
+        drawn := pg_catalog.setval(${seqLit}, GREATEST(pg_catalog.pg_sequence_last_value(${seqLit}), target));
+        drawn := pg_catalog.nextval(${seqLit});
+        PERFORM pg_catalog.pg_advisory_unlock(${k1}, ${k2});
+        RETURN ${composeOf('drawn')};
+      END IF;
+      -- The sequence is fresh and only this session's cache is stale (values it reserved a
+      -- while ago), or another session is jumping: wait for its jump (shared waiters are woken
+      -- together), then draw past the cache (at most ${NEXT_ID_CACHE - 1} values left in it, so the last of these
+      -- draws comes from the sequence); the skipped values are never used. Tested again above.
+      PERFORM pg_catalog.pg_advisory_lock_shared(${k1}, ${k2});
+      drawn := GREATEST(${Array.from({ length: NEXT_ID_CACHE }, () => `pg_catalog.nextval(${seqLit})`).join(', ')});
+      PERFORM pg_catalog.pg_advisory_unlock_shared(${k1}, ${k2});
+    END LOOP;
+    -- Fifty misses in a row (draws always in flight): wait for the lock, which queues new draws
+    -- behind it, and jump.
+    PERFORM pg_catalog.pg_advisory_lock(${k1}, ${k2});
+    target := ${nowCounter};
+    drawn := pg_catalog.setval(${seqLit}, GREATEST(pg_catalog.pg_sequence_last_value(${seqLit}), target));
+    drawn := pg_catalog.nextval(${seqLit});
+    PERFORM pg_catalog.pg_advisory_unlock(${k1}, ${k2});
   EXCEPTION WHEN OTHERS OR QUERY_CANCELED THEN
-    IF locked THEN
-      locked := NOT pg_catalog.pg_advisory_unlock(${k1}, ${k2});
-    END IF;
+    -- Whatever of ours this session holds at this point, it took in this call.
+    PERFORM pg_catalog.pg_advisory_unlock(${k1}, ${k2}) FROM pg_catalog.pg_locks
+      WHERE locktype = 'advisory' AND pid = pg_catalog.pg_backend_pid() AND classid = ${k1} AND objid = ${k2} AND objsubid = 2 AND mode = 'ExclusiveLock' AND granted;
+    PERFORM pg_catalog.pg_advisory_unlock_shared(${k1}, ${k2}) FROM pg_catalog.pg_locks
+      WHERE locktype = 'advisory' AND pid = pg_catalog.pg_backend_pid() AND classid = ${k1} AND objid = ${k2} AND objsubid = 2 AND mode = 'ShareLock' AND granted;
     RAISE;
   END;
-  -- Another open transaction has used next_id(): until the back-off deadline (this session's,
-  -- in Unix seconds) next_id() serves stale draws as they are instead of coming back here.
-  -- (An assignment rather than PERFORM, which would run a whole query.)
-  retry := pg_catalog.set_config('${retryGuc}', (pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) + ${NEXT_ID_RETRY_MS / 1000})::text, false);
   RETURN ${composeOf('drawn')};
 END
 $$`,
+      // The shared lock is taken, used for one nextval and released inside one expression, so
+      // no statement boundary (where a cancel is processed) falls between them and the lock
+      // never outlives the call: an idle or prepared transaction holds nothing of idlease's.
+      // unlock returns true (x1); were it ever false the product is 0, a stale draw, which the
+      // slow path replaces.
       `CREATE OR REPLACE FUNCTION ${s}.next_id() RETURNS bigint
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE AS $$
 DECLARE
   v bigint;
 BEGIN
-  v := CASE WHEN pg_catalog.pg_try_advisory_xact_lock_shared(${k1}, ${k2}) THEN pg_catalog.nextval(${seqLit}) END;
+  v := CASE WHEN pg_catalog.pg_try_advisory_lock_shared(${k1}, ${k2}) THEN pg_catalog.nextval(${seqLit}) * pg_catalog.pg_advisory_unlock_shared(${k1}, ${k2})::integer END;
   IF ${fresh} THEN
-    RETURN ${compose};
-  END IF;
-  -- Stale, but a catch-up just found another transaction in the way: serve it as it is (unique,
-  -- merely older) until this session's back-off has passed, without a call to the slow path.
-  IF v IS NOT NULL AND pg_catalog.clock_timestamp() < pg_catalog.to_timestamp(NULLIF(pg_catalog.current_setting('${retryGuc}', true), '')::float8) THEN
     RETURN ${compose};
   END IF;
   RETURN ${slow}(v);

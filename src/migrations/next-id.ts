@@ -1,4 +1,5 @@
 /** Options and migrations for the Postgres next_id(): one schema (logical shard) per entry. */
+import type { Knex } from 'knex';
 import type { Flavor } from '../dialects/detect.js';
 import { dropNextIdDefaults, nextIdDdl, nextIdDependents } from '../dialects/next-id.js';
 import { IdleaseError } from '../errors.js';
@@ -92,19 +93,33 @@ export function nextIdMigrations(flavor: Flavor, opts: ResolvedNextId): IdleaseM
       name: `next_id:${opts.schema}`,
       up: (knex) => runAll(knex, ddl.up),
       async down(knex) {
-        const dependents = await nextIdDependents(knex, opts.schema);
-        if (dependents.length > 0) {
-          if (!opts.dropDependentDefaults) {
-            throw new IdleaseError(
-              'MIGRATION_FAILED',
-              `${opts.schema}.next_id() is still the DEFAULT of ${dependents.map((d) => `${d.table}.${d.column}`).join(', ')}. ` +
-                'Drop or change those defaults first, or pass dropDependentDefaults: true (CLI: --drop-dependent-defaults) to drop them with it.',
-            );
-          }
-          await dropNextIdDefaults(knex, dependents);
-        }
+        await refuseOrDropDependents(knex, opts);
         await runAll(knex, ddl.down);
       },
     },
+    {
+      // Version 2 (issue 12): the shared lock lasts one nextval, not the caller's transaction.
+      // Every statement of the DDL is CREATE OR REPLACE / IF NOT EXISTS, so an install made by
+      // version 1 is brought to exactly what a fresh install has, and on a fresh install (where
+      // the entry above has just run the same DDL) this is a no-op. Down: nothing to undo here,
+      // the entry above drops the objects.
+      name: `next_id:${opts.schema}:v2`,
+      up: (knex) => runAll(knex, ddl.up),
+      // Down refuses as the entry above does, so a refused down leaves both entries recorded.
+      down: (knex) => refuseOrDropDependents(knex, opts),
+    },
   ];
+}
+
+async function refuseOrDropDependents(knex: Knex, opts: ResolvedNextId): Promise<void> {
+  const dependents = await nextIdDependents(knex, opts.schema);
+  if (dependents.length === 0) return;
+  if (!opts.dropDependentDefaults) {
+    throw new IdleaseError(
+      'MIGRATION_FAILED',
+      `${opts.schema}.next_id() is still the DEFAULT of ${dependents.map((d) => `${d.table}.${d.column}`).join(', ')}. ` +
+        'Drop or change those defaults first, or pass dropDependentDefaults: true (CLI: --drop-dependent-defaults) to drop them with it.',
+    );
+  }
+  await dropNextIdDefaults(knex, dependents);
 }

@@ -29,7 +29,7 @@ describe('next_id() on PGlite', () => {
 
   it('installs two shards and serves as a column DEFAULT: unique, increasing, shard exact, time of the insert', { timeout: 120_000 }, async () => {
     const result = await migrate(db.knex, { segments: false, nextId: [{ schema: 'pg_a', shard: 7 }, { schema: 'pg_b', shard: 8 }] });
-    expect(result.applied).toEqual(['next_id:pg_a', 'next_id:pg_b']);
+    expect(result.applied).toEqual(['next_id:pg_a', 'next_id:pg_a:v2', 'next_id:pg_b', 'next_id:pg_b:v2']);
     await db.knex.raw('CREATE TABLE ta (id bigint NOT NULL DEFAULT pg_a.next_id(), x int NOT NULL)');
     await db.knex.raw('CREATE TABLE tb (id bigint NOT NULL DEFAULT pg_b.next_id(), x int NOT NULL)');
     const before = Date.now();
@@ -83,7 +83,7 @@ describe('next_id() on PGlite', () => {
     expect(isIdleaseError(caught, 'MIGRATION_FAILED')).toBe(true);
     expect((caught as Error).message).toContain('tb.id');
     const result = await migrate(db.knex, { segments: false, nextId: { schema: 'pg_b', shard: 8, dropDependentDefaults: true }, direction: 'down' });
-    expect(result.applied).toEqual(['next_id:pg_b']);
+    expect(result.applied).toEqual(['next_id:pg_b:v2', 'next_id:pg_b']);
     await expect(db.knex.raw('SELECT pg_b.next_id()')).rejects.toThrow(/does not exist/);
     expect((await db.knex.raw('SELECT count(*)::int AS n FROM tb')).rows[0].n).toBe(20_000);
   });
