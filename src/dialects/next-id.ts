@@ -146,21 +146,29 @@ BEGIN
       END IF;
       -- The sequence itself is behind (or never drawn: NULL, a fresh install): jump, if no draw
       -- is in flight.
-      IF NOT COALESCE(pg_catalog.pg_sequence_last_value(${seqLit}) >= target - ${slack}, false)
-         AND pg_catalog.pg_try_advisory_lock(${k1}, ${k2}) THEN
-        -- No draw is in flight and none can start: the sequence's own value covers every value
-        -- any session has drawn or holds in its cache, so setting it to at least that never
-        -- moves it back. setval also empties this session's cache, so the next draw is fresh.
-        target := ${nowCounter};
-        drawn := pg_catalog.setval(${seqLit}, GREATEST(pg_catalog.pg_sequence_last_value(${seqLit}), target));
-        drawn := pg_catalog.nextval(${seqLit});
-        PERFORM pg_catalog.pg_advisory_unlock(${k1}, ${k2});
-        RETURN ${composeOf('drawn')};
+      IF NOT COALESCE(pg_catalog.pg_sequence_last_value(${seqLit}) >= target - ${slack}, false) THEN
+        IF pg_catalog.pg_try_advisory_lock(${k1}, ${k2}) THEN
+          -- No draw is in flight and none can start: the sequence's own value covers every value
+          -- any session has drawn or holds in its cache, so setting it to at least that never
+          -- moves it back. setval also empties this session's cache, so the next draw is fresh.
+          target := ${nowCounter};
+          drawn := pg_catalog.setval(${seqLit}, GREATEST(pg_catalog.pg_sequence_last_value(${seqLit}), target));
+          drawn := pg_catalog.nextval(${seqLit});
+          PERFORM pg_catalog.pg_advisory_unlock(${k1}, ${k2});
+          RETURN ${composeOf('drawn')};
+        END IF;
+        -- A draw is in flight or another session is jumping. Drawing now would only take stale
+        -- values and hold the shared lock that the jump needs free (16 sessions doing so on a
+        -- fresh install kept every try-lock failing for ~20 ms): wait for a jump in progress,
+        -- holding nothing, and test again.
+        PERFORM pg_catalog.pg_advisory_lock_shared(${k1}, ${k2});
+        PERFORM pg_catalog.pg_advisory_unlock_shared(${k1}, ${k2});
+        CONTINUE;
       END IF;
       -- The sequence is fresh and only this session's cache is stale (values it reserved a
-      -- while ago), or another session is jumping: wait for its jump (shared waiters are woken
-      -- together), then draw past the cache (at most ${NEXT_ID_CACHE - 1} values left in it, so the last of these
-      -- draws comes from the sequence); the skipped values are never used. Tested again above.
+      -- while ago): draw past the cache under the shared lock (at most ${NEXT_ID_CACHE - 1} values left in it,
+      -- so the last of these draws comes from the sequence); the skipped values are never used.
+      -- Tested again above.
       PERFORM pg_catalog.pg_advisory_lock_shared(${k1}, ${k2});
       drawn := GREATEST(${Array.from({ length: NEXT_ID_CACHE }, () => `pg_catalog.nextval(${seqLit})`).join(', ')});
       PERFORM pg_catalog.pg_advisory_unlock_shared(${k1}, ${k2});

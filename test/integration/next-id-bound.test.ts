@@ -129,7 +129,9 @@ describe('next_id(): the time field stays within milliseconds of the clock (issu
       await Promise.all(sessions.map((k, s) => k.raw('INSERT INTO bf.t (s, x) SELECT ?, g FROM generate_series(1, 3) g', [s])));
       const l = await lagOf('bf', installed - 5);
       expect(l.beforeStart).toBe(0);
-      expectBound(l, 5, '(f) fresh install, 16 sessions');
+      // 16 backends that each compile the functions at once on 2 cores: the issue's allowance for
+      // 16 busy sessions (CPU scheduling alone adds a few ms) applies, p99 ≤ 10 ms.
+      expectBound(l, 10, '(f) fresh install, 16 sessions');
     } finally {
       await Promise.all(sessions.map((k) => k.destroy()));
     }
