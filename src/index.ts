@@ -10,3 +10,4 @@ export type { SegmentsMigrateOptions } from './migrations/segments.js';
 export type { NextIdMigrateOptions } from './migrations/next-id.js';
 export type { WorkersMigrateOptions } from './migrations/workers.js';
 export * from './snowflake/index.js';
+export { bumpNextId, type BumpNextIdOptions, type NextIdBumpResult } from './next-id/admin.js';

@@ -3,7 +3,7 @@ import { errorCategory, IdleaseError } from '../errors.js';
 import { registerMigrate, type MigrateFlagContributor } from './migrate.js';
 import { registerSegmentCommands } from './segment.js';
 import { registerTicketCommands, ticketMigrateFlags } from './tickets.js';
-import { nextIdMigrateFlags, registerNextIdCommands } from './next-id.js';
+import { nextIdMigrateFlags, registerNextIdAdminCommands, registerNextIdCommands } from './next-id.js';
 import { registerServeCommand } from './serve.js';
 import { registerSnowflakeCommands } from './snowflake.js';
 
@@ -27,6 +27,7 @@ export function buildProgram(): Command {
   registerSegmentCommands(program);
   registerTicketCommands(program);
   registerNextIdCommands(program);
+  registerNextIdAdminCommands(program);
   registerServeCommand(program);
   registerSnowflakeCommands(program);
   program.addHelpText('after', `

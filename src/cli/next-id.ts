@@ -3,7 +3,8 @@ import { InvalidArgumentError, type Command } from 'commander';
 import { IdleaseError } from '../errors.js';
 import { decodeId, layoutPreset, LAYOUT_PRESETS, resolveLayout, type LayoutOptions } from '../layout/index.js';
 import type { NextIdMigrateOptions } from '../migrations/next-id.js';
-import { print } from './context.js';
+import { bumpNextId } from '../next-id/admin.js';
+import { print, withKnex } from './context.js';
 import type { MigrateFlagContributor } from './migrate.js';
 
 function nonNegativeInt(name: string): (value: string) => number {
@@ -101,6 +102,26 @@ Examples:
   idlease decode 1541815603606036480 --preset twitter
   idlease decode 410008727573037057 --preset sonyflake
   idlease decode 123456789 --time-bits 41 --shard-bits 13 --sequence-bits 9 --epoch 2011-08-24T21:07:01.721Z`);
+}
+
+/** `idlease next-id bump`: the next_id() repair after a failover (docs/failover.md). */
+export function registerNextIdAdminCommands(program: Command): void {
+  program
+    .command('next-id')
+    .description('operate an installed next_id(): bump')
+    .command('bump')
+    .description('raise the sequence behind next_id() so new IDs start --ahead-ms past the database clock (never lowers)')
+    .option('--next-id-schema <name>', 'schema next_id() was installed in (default public)')
+    .requiredOption('--ahead-ms <ms>', 'how far ahead of the clock new IDs start: the largest burst lead you expect', nonNegativeInt('--ahead-ms'))
+    .addHelpText('after', `
+After a failover to a standby that may have missed the latest draws, run this before traffic
+reaches it; see docs/failover.md.`)
+    .action(async (flags: { nextIdSchema?: string; aheadMs: number }, self: Command) => {
+      await withKnex(self, async (knex) => {
+        const r = await bumpNextId(knex, { schema: flags.nextIdSchema, aheadMs: flags.aheadMs });
+        print(self, [`next_id() in ${flags.nextIdSchema ?? 'public'}: sequence ${r.before ?? 'never drawn'} → ${r.after}`], { schema: flags.nextIdSchema ?? 'public', before: r.before === null ? null : String(r.before), after: String(r.after) });
+      });
+    });
 }
 
 function jsonOf(d: ReturnType<typeof decodeId>) {

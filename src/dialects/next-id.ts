@@ -37,6 +37,7 @@
  */
 import type { Knex } from 'knex';
 import type { IdLayout } from '../layout/index.js';
+import { IdleaseError } from '../errors.js';
 import { qualified, quoteIdent } from './detect.js';
 
 export const NEXT_ID_SEQUENCE = 'idlease_next_id_seq';
@@ -266,4 +267,42 @@ export async function dropNextIdDefaults(knex: Knex, dependents: readonly Depend
     // regclass::text is already quoted where needed; the column is quoted here.
     await knex.raw(`ALTER TABLE ${d.table} ALTER COLUMN ${'"' + d.column.replace(/"/g, '""') + '"'} DROP DEFAULT`);
   }
+}
+
+export interface NextIdBumpResult {
+  /** The sequence's last value before (null: never drawn). */
+  readonly before: bigint | null;
+  readonly after: bigint;
+}
+
+/**
+ * Raise the sequence behind `<schema>.next_id()` so that the next draw's time field is at
+ * least the database clock plus `aheadMs`: the repair after a failover that may have lost
+ * draws which had run ahead of the clock. Never lowers it. The layout is read from the
+ * function's own comment (written at install), so the bump agrees with the installed bits.
+ * Holds the jump lock for the transaction, so no draw runs while the sequence moves.
+ */
+export async function bumpNextIdSequence(knex: Knex, schema: string, aheadMs: number): Promise<NextIdBumpResult> {
+  const f = 'postgres' as const;
+  const fn = `${quoteIdent(f, schema)}.next_id()`;
+  return knex.transaction(async (trx) => {
+    const described = await trx.raw('SELECT pg_catalog.obj_description(pg_catalog.to_regprocedure(?), \'pg_proc\') AS c', [fn]);
+    const comment = String(described.rows[0]?.c ?? '');
+    const m = /layout (\d+)\/(\d+)\/(\d+) bits, epoch \S+ \((\d+)\)/.exec(comment);
+    if (!m) {
+      throw new IdleaseError('NOT_MIGRATED', `No idlease next_id() in schema ${JSON.stringify(schema)}. Install it: idlease migrate --next-id --next-id-schema ${schema}.`);
+    }
+    const sequenceBits = Number(m[3]);
+    const epochMs = Number(m[4]);
+    await trx.raw('SELECT pg_catalog.pg_advisory_xact_lock(?, ?)', [NEXT_ID_LOCK_CLASS, nextIdLockKey(schema)]);
+    const seq = `'${qualified(f, schema, NEXT_ID_SEQUENCE)}'::pg_catalog.regclass`;
+    const res = await trx.raw(
+      `SELECT b::text AS before, pg_catalog.setval(${seq}, GREATEST(COALESCE(b, 0), t))::text AS after
+         FROM (SELECT pg_catalog.pg_sequence_last_value(${seq}) AS b,
+                      ((pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) * 1000 + CAST(? AS float8) - CAST(? AS float8)) * CAST(? AS float8))::bigint AS t) q`,
+      [aheadMs, epochMs, 2 ** sequenceBits],
+    );
+    const row = res.rows[0] as { before: string | null; after: string };
+    return Object.freeze({ before: row.before === null ? null : BigInt(row.before), after: BigInt(row.after) });
+  });
 }

@@ -1,0 +1,37 @@
+/** Operator repairs for an installed next_id(); SQL in dialects/next-id.ts. */
+import type { Knex } from 'knex';
+import { flavorOf, isPostgres } from '../dialects/detect.js';
+import { bumpNextIdSequence, type NextIdBumpResult } from '../dialects/next-id.js';
+import { IdleaseError } from '../errors.js';
+import { validateIdentifier } from '../identifiers.js';
+
+export type { NextIdBumpResult };
+
+export interface BumpNextIdOptions {
+  /** Schema next_id() was installed in (default `public`). */
+  readonly schema?: string;
+  /** New IDs start at least this many ms ahead of the database clock. */
+  readonly aheadMs: number;
+}
+
+/** A day: far beyond any burst lead, short enough that a typo cannot push IDs years ahead. */
+const MAX_AHEAD_MS = 86_400_000;
+
+/**
+ * After a failover that may have lost next_id() draws which ran ahead of the clock (a burst
+ * of more than 2^sequenceBits IDs in a millisecond), raise the sequence so that new IDs start
+ * `aheadMs` past the database clock. Run it before traffic reaches the promoted server.
+ * Never lowers the sequence; new IDs' time fields run ahead by up to `aheadMs` until the
+ * clock catches up.
+ */
+export async function bumpNextId(knex: Knex, options: BumpNextIdOptions): Promise<NextIdBumpResult> {
+  if (!isPostgres(flavorOf(knex))) {
+    throw new IdleaseError('BAD_CONFIG', 'next_id() exists only on PostgreSQL and PGlite; this knex handle is MySQL/MariaDB.');
+  }
+  const schema = validateIdentifier(options.schema ?? 'public', 'schema');
+  const ahead = options.aheadMs;
+  if (!Number.isSafeInteger(ahead) || ahead < 0 || ahead > MAX_AHEAD_MS) {
+    throw new IdleaseError('BAD_ARGUMENT', `aheadMs must be an integer from 0 to ${MAX_AHEAD_MS} (a day), got ${String(ahead)}. Use the largest burst lead you expect (docs/failover.md); CLI: --ahead-ms <ms>.`);
+  }
+  return bumpNextIdSequence(knex, schema, ahead);
+}
