@@ -142,6 +142,10 @@ describe.each(['mysql', 'postgres'] as const)('snowflake processes on %s', (flav
     // e can claim a's id only once a's lease has run out by the database's clock: a is past its TTL.
     expect((await e.waitFor(/claimed (\d)/))[1]).toBe(aId);
     await waitForIds(e);
+    // Keep a stopped until e's clock has passed the bound a recorded (< ttl + maxLeadMs + a unit
+    // after a's last renewal): a wakes with a wall clock inside the time e is using, so only the
+    // fence stands between a and duplicates. e renews every ttl/3: its 3rd renewal is late enough.
+    await e.waitFor(/claimed \d\n(?:[^\n]*\n)*?renewed[^\n]*\n(?:[^\n]*\n)*?renewed[^\n]*\n(?:[^\n]*\n)*?renewed/);
     a!.child.kill('SIGCONT');
     await a!.waitFor(new RegExp(`lost ${aId}`));
 
@@ -163,7 +167,10 @@ describe.each(['mysql', 'postgres'] as const)('snowflake processes on %s', (flav
     await Promise.all(procs.map((p) => exited(p.child)));
     for (const p of procs) {
       if (p !== b) expect(p.child.exitCode, `${p.name} exit\n${p.log}`).toBe(0);
-      expect(p.log, `${p.name}: ${p.log}`).not.toMatch(/Error|lease-error/);
+      // Concurrent claims on MariaDB can deadlock (the claim's INSERT … SELECT takes gap locks);
+      // the allocator retries them. Any other lease error or exception fails the test.
+      const problems = p.log.split('\n').filter((l) => /Error|lease-error/.test(l) && !l.startsWith('lease-error ER_LOCK_DEADLOCK '));
+      expect(problems, `${p.name}: ${p.log}`).toEqual([]);
     }
     const runs = procs.map((p) => {
       const buf = readFileSync(p.out);

@@ -23,7 +23,10 @@ const knex = connect(cfg.url, { poolMax: 2 });
 const alloc = createSnowflakeAllocator({ knex, group: 'stress', layout: STRESS_LAYOUT, leaseTtlMs: cfg.leaseTtlMs, maxLeadMs: cfg.maxLeadMs, waitTimeoutMs: cfg.waitTimeoutMs });
 alloc.onEvent((e) => {
   if (e.type === 'claimed' || e.type === 'lost' || e.type === 'renewed') process.stdout.write(`${e.type} ${e.workerId}\n`);
-  if (e.type === 'lease-error') process.stdout.write(`lease-error ${String(e.error)}\n`);
+  if (e.type === 'lease-error') {
+    const err = e.error as { code?: unknown; message?: unknown };
+    process.stdout.write(`lease-error ${String(err.code)} ${String(err.message).split('\n').pop()}\n`);
+  }
 });
 process.stdout.write(`started ${Date.now()}\n`);
 while (!stopping) {
