@@ -43,13 +43,19 @@ class SnowflakeAllocatorImpl implements SnowflakeAllocator {
   private readonly store: WorkerIdStore;
   private readonly maxWorkerId: number;
   private readonly maxSequence: number;
-  private readonly maxTime: bigint;
+  /** As a number: times in units stay far below 2^53 (they come from Date.now()), and a larger limit is never reached. */
+  private readonly maxTime: number;
   private readonly timeShift: bigint;
   private readonly workerShift: bigint;
   private readonly sequenceShift: bigint;
 
   private lease: Lease | undefined;
-  private lastTime = -1n;
+  /** Last issued time field, in units since the epoch (a number: the hot path avoids bigint until the end). */
+  private lastTime = -1;
+  /** time << timeShift | worker << workerShift for lastTime and prefixLease: one bigint per unit, not per ID. */
+  private prefix = 0n;
+  private prefixTime = -1;
+  private prefixLease: Lease | undefined;
   private sequence = 0;
 
   private readonly listeners = new Set<(event: SnowflakeEvent) => void>();
@@ -76,7 +82,7 @@ class SnowflakeAllocatorImpl implements SnowflakeAllocator {
     const limits = layoutLimits(this.layout);
     this.maxWorkerId = limits.maxShard;
     this.maxSequence = limits.maxSequence;
-    this.maxTime = limits.maxTimeMs;
+    this.maxTime = Number(limits.maxTimeMs);
     const s = BigInt(this.layout.sequenceBits);
     const w = BigInt(this.layout.shardBits);
     this.timeShift = s + w;
@@ -106,27 +112,43 @@ class SnowflakeAllocatorImpl implements SnowflakeAllocator {
       throw new IdleaseError('BAD_ARGUMENT', `nextBatch(n): n must be an integer from 1 to 1000000, got ${String(n)}.`);
     }
     const out: bigint[] = [];
+    const clock = this.options.clock;
+    // One pair of clock reads per 1024 IDs, not per ID: such a stretch takes well under a
+    // millisecond, far inside the fence margin (>= 10 ms); the time field still advances when a
+    // unit's sequence runs out, within maxLeadMs and the lease's bound as always.
+    let mono = clock.monoMs();
+    let wall = clock.wallMs();
     while (out.length < n) {
-      const r = this.tryIssue();
-      out.push(typeof r === 'bigint' ? r : await this.waitAndIssue());
+      const r = this.tryIssue(mono, wall);
+      if (typeof r === 'bigint') {
+        out.push(r);
+        if ((out.length & 1023) === 0) {
+          mono = clock.monoMs();
+          wall = clock.wallMs();
+        }
+        continue;
+      }
+      out.push(await this.waitAndIssue());
+      mono = clock.monoMs();
+      wall = clock.wallMs();
     }
     return out;
   }
 
   /** One ID if the lease and the clock allow it now; otherwise what to wait for. Throws CLOSED/EXHAUSTED. */
-  private tryIssue(): bigint | Wait {
+  private tryIssue(mono?: number, wall?: number): bigint | Wait {
     if (this.closing) throw new IdleaseError('CLOSED', `The snowflake allocator of group ${JSON.stringify(this.group)} is closed; create a new one.`);
     const lease = this.lease;
     const clock = this.options.clock;
     if (lease === undefined) return 'lease';
-    if (clock.monoMs() >= lease.fenceUntil) {
+    if ((mono ?? clock.monoMs()) >= lease.fenceUntil) {
       // Renewal is due (we were paused, or the loop slept long): do not wait for its timer.
       this.wakeLoop?.();
       return 'lease';
     }
     const { epochMs, timeUnitMs } = this.layout;
-    const wall = clock.wallMs();
-    const now = BigInt(Math.floor((wall - epochMs) / timeUnitMs));
+    const wallMs = wall ?? clock.wallMs();
+    const now = Math.floor((wallMs - epochMs) / timeUnitMs);
     let time = this.lastTime;
     let sequence = this.sequence;
     if (now > time) {
@@ -134,14 +156,14 @@ class SnowflakeAllocatorImpl implements SnowflakeAllocator {
       sequence = 0;
     } else if (++sequence > this.maxSequence) {
       // The unit is used up (or the clock went back): borrow the next unit, never wrap.
-      time += 1n;
+      time += 1;
       sequence = 0;
     }
     if (time > this.maxTime) {
       throw new IdleaseError('EXHAUSTED', `The time field of the ${this.layout.timeBits}-bit layout is full (epoch ${new Date(epochMs).toISOString()}); use a layout with more timeBits or a later epoch.`);
     }
-    const startMs = epochMs + Number(time) * timeUnitMs;
-    if (startMs - wall > this.options.maxLeadMs) return 'clock';
+    const startMs = epochMs + time * timeUnitMs;
+    if (startMs - wallMs > this.options.maxLeadMs) return 'clock';
     if (startMs + timeUnitMs - 1 > lease.boundMs) {
       this.wakeLoop?.();
       return 'lease';
@@ -149,7 +171,12 @@ class SnowflakeAllocatorImpl implements SnowflakeAllocator {
     this.lastTime = time;
     this.sequence = sequence;
     this.issued++;
-    return (time << this.timeShift) | (BigInt(lease.workerId) << this.workerShift) | (BigInt(sequence) << this.sequenceShift);
+    if (time !== this.prefixTime || lease !== this.prefixLease) {
+      this.prefix = (BigInt(time) << this.timeShift) | (BigInt(lease.workerId) << this.workerShift);
+      this.prefixTime = time;
+      this.prefixLease = lease;
+    }
+    return this.prefix | (BigInt(sequence) << this.sequenceShift);
   }
 
   private async waitAndIssue(): Promise<bigint> {
@@ -240,7 +267,7 @@ class SnowflakeAllocatorImpl implements SnowflakeAllocator {
     const { epochMs, timeUnitMs } = this.layout;
     const floor = claim.maxTimeMs >= BigInt(epochMs) ? (claim.maxTimeMs - BigInt(epochMs)) / BigInt(timeUnitMs) : -1n;
     if (floor > this.lastTime) {
-      this.lastTime = floor;
+      this.lastTime = Number(floor);
       this.sequence = this.maxSequence;
     } else {
       // A new worker field with an old time could sort below IDs we already gave out.
@@ -256,7 +283,7 @@ class SnowflakeAllocatorImpl implements SnowflakeAllocator {
     const lease = this.lease!;
     const { clock, leaseTtlMs, maxLeadMs, fenceMarginMs, group } = this.options;
     const sentAt = clock.monoMs();
-    const lastMs = this.layout.epochMs + Number(this.lastTime) * this.layout.timeUnitMs;
+    const lastMs = this.layout.epochMs + this.lastTime * this.layout.timeUnitMs;
     const bound = Math.max(clock.wallMs(), lastMs) + leaseTtlMs + maxLeadMs + this.layout.timeUnitMs;
     const ok = await this.store.renew(group, lease.workerId, lease.token, leaseTtlMs, BigInt(bound));
     if (this.lease !== lease) return;
@@ -276,7 +303,7 @@ class SnowflakeAllocatorImpl implements SnowflakeAllocator {
   stats(): SnowflakeStats {
     const lease = this.lease;
     const clock = this.options.clock;
-    const lastMs = this.layout.epochMs + Number(this.lastTime) * this.layout.timeUnitMs;
+    const lastMs = this.layout.epochMs + this.lastTime * this.layout.timeUnitMs;
     return Object.freeze({
       group: this.group,
       workerId: lease?.workerId,
@@ -315,7 +342,7 @@ class SnowflakeAllocatorImpl implements SnowflakeAllocator {
       if (lease) {
         // Best effort: an unreleased id simply expires after leaseTtlMs.
         const { epochMs, timeUnitMs } = this.layout;
-        const usedMaxMs = this.lastTime < 0n ? 0n : BigInt(epochMs) + (this.lastTime + 1n) * BigInt(timeUnitMs) - 1n;
+        const usedMaxMs = this.lastTime < 0 ? 0n : BigInt(epochMs) + (BigInt(this.lastTime) + 1n) * BigInt(timeUnitMs) - 1n;
         const released = await this.store.release(this.group, lease.workerId, lease.token, usedMaxMs > 0n ? usedMaxMs : 0n).catch(() => false);
         if (released) this.emit({ type: 'released', workerId: lease.workerId });
       }

@@ -1,8 +1,10 @@
 /**
  * One snowflake "process" for the stress test: takes IDs with a 2-worker-bit layout and appends
  * them (int64 little endian) to a file after every batch of 16, so a SIGKILL loses at most a batch
- * that was never handed out. Waits (and retries) while every worker id is held. Runs until
- * killed or SIGTERMed (then closes, giving its id back).
+ * that was never handed out. Prints `started <Date.now()>` (the test checks a faketime'd clock
+ * really is shifted) and `claimed|renewed|lost <id>`, the lines the test synchronises on. Waits
+ * (and retries) while every worker id is held. Runs until killed or SIGTERMed (then closes,
+ * giving its id back).
  *
  *   node --import tsx test/stress/snowflake-worker.ts '<json config>'
  */
@@ -12,21 +14,30 @@ import { isIdleaseError } from '../../src/errors.js';
 import { createSnowflakeAllocator } from '../../src/snowflake/index.js';
 import { STRESS_LAYOUT } from './snowflake-layout.js';
 
-const cfg = JSON.parse(process.argv[2] ?? '{}') as { url: string; out: string; leaseTtlMs: number; maxLeadMs: number };
-const knex = connect(cfg.url, { poolMax: 2 });
-const alloc = createSnowflakeAllocator({ knex, group: 'stress', layout: STRESS_LAYOUT, leaseTtlMs: cfg.leaseTtlMs, maxLeadMs: cfg.maxLeadMs, waitTimeoutMs: 60_000 });
-alloc.onEvent((e) => {
-  if (e.type === 'claimed' || e.type === 'lost') process.stdout.write(`${e.type} ${e.workerId}\n`);
-});
-const fd = openSync(cfg.out, 'w');
+const cfg = JSON.parse(process.argv[2] ?? '{}') as { url: string; out: string; leaseTtlMs: number; maxLeadMs: number; waitTimeoutMs: number };
 let stopping = false;
 process.on('SIGTERM', () => (stopping = true));
+// Appending to a file the test created: it exists even if this process dies before its first batch.
+const fd = openSync(cfg.out, 'a');
+const knex = connect(cfg.url, { poolMax: 2 });
+const alloc = createSnowflakeAllocator({ knex, group: 'stress', layout: STRESS_LAYOUT, leaseTtlMs: cfg.leaseTtlMs, maxLeadMs: cfg.maxLeadMs, waitTimeoutMs: cfg.waitTimeoutMs });
+alloc.onEvent((e) => {
+  if (e.type === 'claimed' || e.type === 'lost' || e.type === 'renewed') process.stdout.write(`${e.type} ${e.workerId}\n`);
+  if (e.type === 'lease-error') {
+    const err = e.error as { code?: unknown; message?: unknown };
+    process.stdout.write(`lease-error ${String(err.code)} ${String(err.message).split('\n').pop()}\n`);
+  }
+});
+process.stdout.write(`started ${Date.now()}\n`);
 while (!stopping) {
   try {
     const ids = await alloc.nextBatch(16);
     writeSync(fd, new Uint8Array(new BigInt64Array(ids).buffer));
   } catch (err) {
+    // Waiting for a free id is this test's normal state (the lease expiring between a failed
+    // claim and the count of live holders reports DB_UNAVAILABLE instead); anything else fails.
     if (!isIdleaseError(err, 'NO_WORKER_ID') && !isIdleaseError(err, 'DB_UNAVAILABLE')) throw err;
+    process.stdout.write(`waiting ${err.code}\n`);
   }
   // A service's pace, not a flood: keeps the files (and the duplicate check) small.
   await new Promise((r) => setTimeout(r, 2));
