@@ -1,5 +1,6 @@
 /** SQL for the segment table: DDL here; the lease and admin statements sit beside it. */
 import type { Knex } from 'knex';
+import { retryConflicts } from './conflicts.js';
 import { isMissingTable } from './missing-object.js';
 import { IdleaseError } from '../errors.js';
 import { MAX_INT64, toBigInt } from '../ids.js';
@@ -136,42 +137,16 @@ function bigParam(flavor: Flavor): string {
 }
 
 /**
- * A lease that lost a race and was rolled back whole: an InnoDB deadlock, or on Galera a
- * certification conflict (another node committed the same row first), which also arrives
- * as 1213 — at commit, so even a one-statement UPDATE sees it.
- */
-export function isLeaseConflict(err: unknown): boolean {
-  const e = err as { errno?: unknown; code?: unknown } | null;
-  return e?.errno === 1213 || e?.code === '40P01' || e?.code === '40001';
-}
-
-/** Conflicts retried inside one lease call; past that, the allocator's backoff takes over. */
-export const LEASE_CONFLICT_ATTEMPTS = 12;
-
-/**
  * THE lease: one atomic statement that adds `step` to max_id and returns the new value.
  * The guard keeps max_id ≤ 2^63−1 (0 rows → the caller tells unknown tag from full).
  * MySQL returns the value in the OK packet's insertId via LAST_INSERT_ID(expr).
  *
- * A conflict is retried here at once, after a jittered pause of a few milliseconds, within
- * the same deadline. On Galera every node's processes lease the same hot row and the node
- * that certifies first wins; handing a loser to the allocator's doubling backoff (25 ms up
- * to 2 s) let the winning node's processes take nearly every lease while the others waited
- * (measured: 8× fewer IDs on one node, and calls failing with DB_UNAVAILABLE cause 1213).
- * Retrying is safe: the losing statement changed nothing.
+ * A deadlock or Galera certification conflict is retried here within the same deadline
+ * (conflicts.ts): on Galera every node's processes lease the same hot row.
  */
 export async function leaseSegment(knex: Knex, t: Target, tag: string, step: number, timeoutMs?: number): Promise<SegmentLeaseResult> {
   if (!Number.isSafeInteger(step) || step < 1) throw new IdleaseError('INVARIANT', `lease step must be a positive integer, got ${step}`);
-  const deadline = timeoutMs === undefined ? undefined : Date.now() + timeoutMs;
-  for (let attempt = 1; ; attempt++) {
-    const left = deadline === undefined ? undefined : Math.max(1, deadline - Date.now());
-    try {
-      return await leaseOnce(knex, t, tag, step, left);
-    } catch (err) {
-      if (!isLeaseConflict(err) || attempt >= LEASE_CONFLICT_ATTEMPTS || (deadline !== undefined && Date.now() >= deadline)) throw err;
-      await new Promise((r) => setTimeout(r, Math.random() * Math.min(2 ** attempt, 50)));
-    }
-  }
+  return retryConflicts((left) => leaseOnce(knex, t, tag, step, left), timeoutMs);
 }
 
 async function leaseOnce(knex: Knex, t: Target, tag: string, step: number, timeoutMs: number | undefined): Promise<SegmentLeaseResult> {

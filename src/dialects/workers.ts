@@ -7,6 +7,8 @@ import type { Knex } from 'knex';
 import { IdleaseError } from '../errors.js';
 import { toBigInt } from '../ids.js';
 import { type Flavor, qualified, quoteIdent } from './detect.js';
+import { retryConflicts } from './conflicts.js';
+import { isMissingTable } from './missing-object.js';
 import { affectedRows, rowsOf } from './results.js';
 
 export interface WorkerTableRef {
@@ -90,8 +92,7 @@ export interface WorkerRow {
 }
 
 function translate(err: unknown, t: WorkerTarget): unknown {
-  const e = err as { code?: string; errno?: number; message?: string };
-  if (e?.code === '42P01' || e?.errno === 1146 || e?.code === 'ER_NO_SUCH_TABLE' || /relation .* does not exist/i.test(String(e?.message))) {
+  if (isMissingTable(err)) {
     return new IdleaseError(
       'NOT_MIGRATED',
       `The worker table ${t.ref.schema ? t.ref.schema + '.' : ''}${t.ref.table} does not exist. Run \`idlease migrate --workers\` (or migrate(knex, { workers: true })) first.`,
@@ -141,9 +142,10 @@ ON DUPLICATE KEY UPDATE
   lease_expires_at = IF(lease_expires_at < ${now}, VALUES(lease_expires_at), lease_expires_at)`;
     // Column order matters in MySQL's ON DUPLICATE KEY UPDATE: lease_expires_at goes last, so
     // every condition above still reads the old expiry.
-    await run(knex, t, sql, [
+    // Claimers racing for the same gap deadlock on InnoDB's gap locks; the loser changed nothing.
+    await retryConflicts(() => run(knex, t, sql, [
       group, holder.token, holder.host, holder.pid, holder.startedAt, ttlMs, group, group, maxWorkerId, group,
-    ]);
+    ]));
     const res = await run(knex, t, `SELECT worker_id, CAST(max_time_ms AS CHAR) AS max_time_ms FROM ${tb} WHERE worker_group = ? AND holder_token = ?`, [group, holder.token]);
     const row = rowsOf(t.flavor, res)[0];
     return row && { workerId: Number(row.worker_id), maxTimeMs: toBigInt(row.max_time_ms, 'max_time_ms') };

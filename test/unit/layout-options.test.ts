@@ -108,6 +108,6 @@ describe('resolveNextIdOptions', () => {
   it('is refused on MySQL and named once per schema', () => {
     expect(code(() => planMigrations('mysql', { nextId: true }))).toBe('BAD_CONFIG');
     const plan = planMigrations('postgres', { segments: false, nextId: [{ schema: 'a', shard: 1 }, { schema: 'b', shard: 2 }] });
-    expect(plan.migrations.map((m) => m.name)).toEqual(['next_id:a', 'next_id:b']);
+    expect(plan.migrations.map((m) => m.name)).toEqual(['next_id:a', 'next_id:a:v2', 'next_id:b', 'next_id:b:v2']);
   });
 });
