@@ -1,9 +1,9 @@
 /** `idlease migrate --next-id …` and `idlease decode` through the real CLI entry point. */
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDb, type TestDb } from '../helpers/db.js';
-import { main } from '../../src/cli/main.js';
 import { decodeId, resolveLayout } from '../../src/layout/index.js';
 import { toBigInt } from '../../src/ids.js';
+import { runMain } from '../helpers/in-process.js';
 
 let db: TestDb;
 beforeAll(async () => {
@@ -13,19 +13,7 @@ afterAll(async () => {
   await db.drop();
 });
 
-async function run(args: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const o = vi.spyOn(process.stdout, 'write').mockImplementation((chunk: unknown) => ((out += String(chunk)), true));
-  const e = vi.spyOn(process.stderr, 'write').mockImplementation((chunk: unknown) => ((err += String(chunk)), true));
-  try {
-    const code = await main(args);
-    return { code, out, err };
-  } finally {
-    o.mockRestore();
-    e.mockRestore();
-  }
-}
+const run = runMain;
 
 describe('idlease CLI for next_id() on PostgreSQL', () => {
   it('migrate --next-id --shards installs one schema per shard; decode reads the IDs back', async () => {

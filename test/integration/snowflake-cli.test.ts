@@ -1,25 +1,14 @@
 /** `idlease snowflake next` and `idlease workers list` through the CLI entry point, on PostgreSQL. */
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDb, type TestDb } from '../helpers/db.js';
-import { main } from '../../src/cli/main.js';
 import { decodeId, LAYOUT_PRESETS } from '../../src/layout/index.js';
+import { runMain } from '../helpers/in-process.js';
 
 let db: TestDb;
 beforeAll(async () => { db = await createTestDb('postgres', 'snowflake_cli'); });
 afterAll(async () => { await db?.drop(); });
 
-async function run(args: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const o = vi.spyOn(process.stdout, 'write').mockImplementation((chunk: unknown) => ((out += String(chunk)), true));
-  const e = vi.spyOn(process.stderr, 'write').mockImplementation((chunk: unknown) => ((err += String(chunk)), true));
-  try {
-    return { code: await main(args), out, err };
-  } finally {
-    o.mockRestore();
-    e.mockRestore();
-  }
-}
+const run = runMain;
 
 describe('idlease snowflake / workers', () => {
   it('before migrate --workers, snowflake next says what to run', async () => {

@@ -3,16 +3,9 @@ import fc from 'fast-check';
 import { DEFAULT_LAYOUT, resolveLayout, validateShard } from '../../src/layout/index.js';
 import { resolveNextIdOptions } from '../../src/migrations/next-id.js';
 import { planMigrations } from '../../src/migrations/migrate.js';
-import { isIdleaseError } from '../../src/errors.js';
+import { codeOf } from '../helpers/in-process.js';
 
-function code(fn: () => unknown): string | undefined {
-  try {
-    fn();
-  } catch (err) {
-    return isIdleaseError(err) ? err.code : `not an IdleaseError: ${String(err)}`;
-  }
-  return undefined;
-}
+const code = codeOf;
 
 const NOW = Date.UTC(2026, 0, 1);
 

@@ -1,17 +1,9 @@
-import { describe, expect, it, vi } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { DEFAULT_LAYOUT, LAYOUT_PRESETS, decodeId, encodeId, layoutLimits, layoutPreset, resolveLayout, type IdLayout } from '../../src/layout/index.js';
-import { isIdleaseError } from '../../src/errors.js';
-import { main } from '../../src/cli/main.js';
+import { runMain, codeOf } from '../helpers/in-process.js';
 
-function code(fn: () => unknown): string | undefined {
-  try {
-    fn();
-  } catch (err) {
-    return isIdleaseError(err) ? err.code : `not an IdleaseError: ${String(err)}`;
-  }
-  return undefined;
-}
+const code = codeOf;
 
 const NOW = Date.UTC(2026, 0, 1);
 
@@ -113,18 +105,7 @@ describe('custom layouts with a time unit and an order', () => {
 });
 
 describe('idlease decode --preset', () => {
-  async function run(args: string[]): Promise<{ code: number; out: string; err: string }> {
-    let out = '';
-    let err = '';
-    const o = vi.spyOn(process.stdout, 'write').mockImplementation((chunk: unknown) => ((out += String(chunk)), true));
-    const e = vi.spyOn(process.stderr, 'write').mockImplementation((chunk: unknown) => ((err += String(chunk)), true));
-    try {
-      return { code: await main(args), out, err };
-    } finally {
-      o.mockRestore();
-      e.mockRestore();
-    }
-  }
+  const run = runMain;
 
   it('decodes twitter, sonyflake and idlease IDs, and single flags override a preset', async () => {
     const tw = await run(['--json', 'decode', '1541815603606036480', '--preset', 'twitter']);
