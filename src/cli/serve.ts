@@ -13,7 +13,7 @@ function tagList(value: string): string[] {
 export function registerServeCommand(program: Command): void {
   program
     .command('serve')
-    .description('serve segment IDs over HTTP (Leaf-compatible /api/segment/get/{tag}, batches, remote leases, /metrics)')
+    .description('serve IDs over HTTP (Leaf-compatible /api/segment/get/{tag} and /api/snowflake/get/{key}, batches, remote leases, /metrics)')
     .option('--host <host>', 'address to listen on', '127.0.0.1')
     .option('--port <port>', 'port to listen on (0: any free port, printed on stdout)', (v) => (v === '0' ? 0 : positiveInt('--port')(v)), 8080)
     .option('--tags <list>', 'serve only these tags (comma-separated); default: every tag', tagList)
@@ -22,19 +22,20 @@ export function registerServeCommand(program: Command): void {
     .option('--max-step <n>', "largest lease the server's allocators take (default 10000000; smaller wastes less on a crash)", positiveInt('--max-step'))
     .option('--table <name>', 'segment table', 'idlease_segments')
     .option('--schema <name>', 'PostgreSQL schema of the segment table')
+    .option('--snowflake-group <name>', 'worker-id group of /api/snowflake/get/{key} (needs idlease migrate --workers on a server)', 'serve')
     .option('--shutdown-timeout <ms>', 'how long SIGTERM waits for requests in flight', positiveInt('--shutdown-timeout'), 10_000)
     .addHelpText('after', `
 Tags are never created over HTTP: add them with \`idlease tag add <tag>\`. On the embedded
 database (no --url) the table is created on first use. Logs are JSON lines on stderr; the
 URL it listens on is printed on stdout. SIGTERM/SIGINT: finish requests in flight, give the
 unused part of each lease back, exit 0; a second signal exits at once.`)
-    .action(async (flags: { host: string; port: number; tags?: string[]; token?: string; protectMetrics?: boolean; maxStep?: number; table: string; schema?: string; shutdownTimeout: number }, self: Command) => {
+    .action(async (flags: { host: string; port: number; tags?: string[]; token?: string; protectMetrics?: boolean; maxStep?: number; table: string; schema?: string; snowflakeGroup: string; shutdownTimeout: number }, self: Command) => {
       const url = globals(self).url ?? process.env.IDLEASE_URL;
       await withKnex(self, async (knex) => {
-        if (url === undefined || url === '' || url.startsWith('pglite:')) await migrate(knex, { schema: flags.schema, segments: { table: flags.table } });
+        if (url === undefined || url === '' || url.startsWith('pglite:')) await migrate(knex, { schema: flags.schema, segments: { table: flags.table }, workers: true });
         await runServe({
           knex, host: flags.host, port: flags.port, tags: flags.tags, token: flags.token ?? (process.env.IDLEASE_TOKEN || undefined),
-          protectMetrics: flags.protectMetrics, maxStep: flags.maxStep, table: flags.table, schema: flags.schema, shutdownTimeoutMs: flags.shutdownTimeout, target: describeTarget(self),
+          protectMetrics: flags.protectMetrics, maxStep: flags.maxStep, table: flags.table, schema: flags.schema, snowflakeGroup: flags.snowflakeGroup, shutdownTimeoutMs: flags.shutdownTimeout, target: describeTarget(self),
         });
       });
     });

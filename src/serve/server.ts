@@ -1,9 +1,10 @@
 /**
  * `idlease serve`: segment IDs over HTTP for services in any language. node:http with a
- * hand-rolled router of five routes: the hot route is one string split and one resolved
+ * hand-rolled router of six routes: the hot route is one string split and one resolved
  * promise, and bench/serve.ts holds it to ≥ 0.8× a bare node:http counter server.
  *
  *   GET  /api/segment/get/{tag}           the next ID as text (Leaf's API)
+ *   GET  /api/snowflake/get/{key}         a snowflake ID as text (Leaf's API; the key is only validated, as in Leaf)
  *   GET  /v1/segment/{tag}/ids?n=N        {"ids": ["…", …]}
  *   POST /v1/segment/{tag}/lease?step=S   {"start": "…", "end": "…"} — a range for a remote client
  *   GET  /metrics  /healthz  /readyz
@@ -21,6 +22,8 @@ import { listTags } from '../segment/admin.js';
 import { createSegmentAllocator } from '../segment/allocator.js';
 import { createKnexSegmentStore, type SegmentStore } from '../segment/store.js';
 import type { SegmentAllocator } from '../segment/types.js';
+import { createSnowflakeAllocator } from '../snowflake/allocator.js';
+import type { SnowflakeAllocator } from '../snowflake/types.js';
 
 export interface ServeOptions {
   readonly knex: Knex;
@@ -40,6 +43,8 @@ export interface ServeOptions {
   readonly maxLeaseStep?: number;
   /** Largest lease the server's own allocators take (their `maxStep`). Default 10,000,000. */
   readonly maxStep?: number;
+  /** Worker-id group of the server's snowflake allocator. Default 'serve'. */
+  readonly snowflakeGroup?: string;
   readonly logger: Logger;
 }
 
@@ -110,6 +115,8 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
   let known = new Set<string>();
   let knownAt = 0;
   let closing = false;
+  // Created at the first snowflake request, so a server without idlease_workers still serves segments.
+  let snowflake: Promise<SnowflakeAllocator> | undefined;
 
   async function refreshTags(): Promise<void> {
     const rows = await listTags(o.knex, table);
@@ -188,6 +195,20 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
     return { ready: database === 'ok' && runway && !closing, database, tags };
   }
 
+  async function snowflakeAllocator(): Promise<SnowflakeAllocator> {
+    if (!snowflake) {
+      const a = createSnowflakeAllocator({ knex: o.knex, group: o.snowflakeGroup ?? 'serve', ...(o.schema === undefined ? {} : { schema: o.schema }) });
+      // The first next() claims the worker id: a missing table or no free id is reported to this
+      // request, and the next request tries afresh.
+      snowflake = a.next().then(() => a, async (err: unknown) => {
+        snowflake = undefined;
+        await a.close().catch(() => undefined);
+        throw err;
+      });
+    }
+    return snowflake;
+  }
+
   async function route(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const url = req.url ?? '/';
     const q = url.indexOf('?');
@@ -199,6 +220,12 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
       guard(req, 'GET', true);
       const a = await allocatorFor(tagOf(parts[4]!));
       sendId(res, await a.next());
+      return;
+    }
+    if (parts[1] === 'api' && parts[2] === 'snowflake' && parts[3] === 'get' && parts.length === 5) {
+      guard(req, 'GET', true);
+      tagOf(parts[4]!);
+      sendId(res, await (await snowflakeAllocator()).next());
       return;
     }
     if (parts[1] === 'v1' && parts[2] === 'segment' && parts.length === 5) {
@@ -242,7 +269,7 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
         return;
       }
     }
-    throw new HttpError(404, 'NOT_FOUND', `No route ${JSON.stringify(path.slice(0, 100))}. Routes: GET /api/segment/get/{tag}, GET /v1/segment/{tag}/ids?n=, POST /v1/segment/{tag}/lease?step=, GET /metrics, /healthz, /readyz.`);
+    throw new HttpError(404, 'NOT_FOUND', `No route ${JSON.stringify(path.slice(0, 100))}. Routes: GET /api/segment/get/{tag}, GET /api/snowflake/get/{key}, GET /v1/segment/{tag}/ids?n=, POST /v1/segment/{tag}/lease?step=, GET /metrics, /healthz, /readyz.`);
   }
 
   function guard(req: http.IncomingMessage, method: 'GET' | 'POST', needsToken: boolean): void {
@@ -296,7 +323,8 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
       await Promise.race([drained, new Promise<void>((r) => (timer = setTimeout(r, timeoutMs)))]);
       clearTimeout(timer);
       server.closeAllConnections();
-      await Promise.all([...allocators.values()].map((a) => a.close()));
+      const sf = snowflake?.catch(() => undefined);
+      await Promise.all([...allocators.values()].map((a) => a.close()).concat(sf ? [sf.then((a) => a?.close())] : []));
     },
   };
 }

@@ -41,7 +41,7 @@ describe.each(ALL_FLAVORS)('idlease serve on %s', (flavor) => {
     } else {
       db = await createTestDb(flavor, 'serve');
       dbUrl = db.url;
-      await migrate(db.knex);
+      await migrate(db.knex, { workers: true });
       for (const tag of ['order', 'mixed', 'load']) await addTag(db.knex, { tag, step: 100 });
     }
     server = await startServe(dbUrl, ['--token', TOKEN]);
@@ -64,8 +64,15 @@ describe.each(ALL_FLAVORS)('idlease serve on %s', (flavor) => {
     expect(lease.status).toBe(200);
     const r = lease.json() as { start: string; end: string };
     expect(BigInt(r.end) - BigInt(r.start)).toBe(49n);
+    // Leaf's snowflake route: IDs from a worker id the server leased (the key is only validated).
+    const s1 = await get(`${server.url}/api/snowflake/get/anykey`);
+    const s2 = await get(`${server.url}/api/snowflake/get/other`);
+    expect([s1.status, s2.status]).toEqual([200, 200]);
+    expect(s1.text).toMatch(/^\d+$/);
+    expect(BigInt(s2.text)).toBeGreaterThan(BigInt(s1.text));
     const bad: Array<[string, RequestInit, number, string]> = [
       ['/api/segment/get/nope', {}, 404, 'UNKNOWN_TAG'],
+      ['/api/snowflake/get/x', { headers: { authorization: 'Bearer wrong' } }, 401, 'UNAUTHORIZED'],
       ['/v1/segment/order/ids?n=0', {}, 400, 'BAD_ARGUMENT'],
       ['/v1/segment/order/ids?n=abc', {}, 400, 'BAD_ARGUMENT'],
       ['/v1/segment/order/ids?n=100001', {}, 400, 'BAD_ARGUMENT'],
