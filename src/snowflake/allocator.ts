@@ -52,10 +52,12 @@ class SnowflakeAllocatorImpl implements SnowflakeAllocator {
   private lease: Lease | undefined;
   /** Last issued time field, in units since the epoch (a number: the hot path avoids bigint until the end). */
   private lastTime = -1;
-  /** time << timeShift | worker << workerShift for lastTime and prefixLease: one bigint per unit, not per ID. */
-  private prefix = 0n;
-  private prefixTime = -1;
-  private prefixLease: Lease | undefined;
+  /** The last ID issued, its time and lease: the next ID in the same unit is one bigint add away. */
+  private lastId = 0n;
+  private lastIdTime = -1;
+  private lastIdLease: Lease | undefined;
+  /** 1 << sequenceShift: what the next sequence number adds to an ID. */
+  private readonly sequenceUnit: bigint;
   private sequence = 0;
 
   private readonly listeners = new Set<(event: SnowflakeEvent) => void>();
@@ -89,6 +91,7 @@ class SnowflakeAllocatorImpl implements SnowflakeAllocator {
     const workerFirst = this.layout.order === 'shard-sequence';
     this.workerShift = workerFirst ? s : 0n;
     this.sequenceShift = workerFirst ? 0n : w;
+    this.sequenceUnit = 1n << this.sequenceShift;
     if (options.onEvent) this.listeners.add(options.onEvent);
     this.loopDone = this.loop();
   }
@@ -169,14 +172,20 @@ class SnowflakeAllocatorImpl implements SnowflakeAllocator {
       return 'lease';
     }
     this.lastTime = time;
-    this.sequence = sequence;
     this.issued++;
-    if (time !== this.prefixTime || lease !== this.prefixLease) {
-      this.prefix = (BigInt(time) << this.timeShift) | (BigInt(lease.workerId) << this.workerShift);
-      this.prefixTime = time;
-      this.prefixLease = lease;
+    // BigInt arithmetic allocates, and at millions of IDs a second that is the cost: within one
+    // unit and one lease, the sequence only ever goes up by one, so the ID does too, by one unit.
+    let id: bigint;
+    if (time === this.lastIdTime && lease === this.lastIdLease && sequence === this.sequence + 1) {
+      id = this.lastId + this.sequenceUnit;
+    } else {
+      id = (BigInt(time) << this.timeShift) | (BigInt(lease.workerId) << this.workerShift) | (BigInt(sequence) << this.sequenceShift);
+      this.lastIdTime = time;
+      this.lastIdLease = lease;
     }
-    return this.prefix | (BigInt(sequence) << this.sequenceShift);
+    this.sequence = sequence;
+    this.lastId = id;
+    return id;
   }
 
   private async waitAndIssue(): Promise<bigint> {

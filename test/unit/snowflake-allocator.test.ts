@@ -202,7 +202,10 @@ describe('snowflake allocator on an injected clock', () => {
           seen.add(id);
           expect(id > last[i]!).toBe(true);
           last[i] = id;
-          expect(decodeId(id, layout).unixMs - (shared.wall + skew[i]!)).toBeLessThanOrEqual(100 + layout.timeUnitMs);
+          const d = decodeId(id, layout);
+          expect(d.unixMs - (shared.wall + skew[i]!)).toBeLessThanOrEqual(100 + layout.timeUnitMs);
+          // The hot path adds to the previous ID instead of encoding: the fields must still be right.
+          expect(d.shard).toBe(allocs[i]!.workerId);
         };
         for (const o of ops) {
           if (o.kind === 'issue') {
