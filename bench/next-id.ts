@@ -253,12 +253,12 @@ export default async function run(): Promise<void> {
       const before = j === 1 ? await catchUpCount(knex) : 0;
       const run = await singleRows(url, j, SINGLE_SECONDS, watchAll);
       if (j === 1) {
-        catchUpRates.push(((await catchUpCountAfter(knex, before)) - before) / (run.rate * SINGLE_SECONDS));
-        // How far the newest ID's time field trails the clock: a catch-up is skipped while
-        // another open transaction holds the shared lock (the ID stays unique, just older).
+        // How far the newest ID's time field trails the clock when the run ends (read before the
+        // catch-up count below, which waits for backends to report).
         const end = Date.now();
         const hi = (await knex.raw(`SELECT max(id) AS hi FROM ${tableOf(1)}`)).rows[0].hi;
         lags.push(end - decodeId(toBigInt(hi), DEFAULT_LAYOUT).unixMs);
+        catchUpRates.push(((await catchUpCountAfter(knex, before)) - before) / (run.rate * SINGLE_SECONDS));
       }
       return run;
     };
