@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import { insertSegmentRow, listSegmentRows, raiseSegmentRows, readSegmentRow, segmentTarget, updateSegmentStep, type SegmentRow } from '../dialects/segments.js';
 import { knexExecutor } from '../drivers/index.js';
 import { IdleaseError } from '../errors.js';
-import { MAX_INT64 } from '../ids.js';
+import { MAX_INT64, unsafeNumberError } from '../ids.js';
 import { validateIdentifier } from '../identifiers.js';
 import { DEFAULT_SEGMENT_TABLE } from '../migrations/segments.js';
 import { validateRowStep, validateStart, validateTag } from './options.js';
@@ -89,6 +89,7 @@ function positiveBig(value: bigint | number | string, what: string): bigint {
   let v: bigint | undefined;
   if (typeof value === 'bigint') v = value;
   else if (typeof value === 'number' && Number.isSafeInteger(value)) v = BigInt(value);
+  else if (typeof value === 'number' && Number.isInteger(value)) throw unsafeNumberError(value, what);
   else if (typeof value === 'string' && /^\d+$/.test(value)) v = BigInt(value);
   if (v === undefined || v < 1n || v > MAX_INT64) throw new IdleaseError('BAD_ARGUMENT', `${what} must be an integer from 1 to ${MAX_INT64}, got ${String(value)}.`);
   return v;

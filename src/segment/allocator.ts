@@ -20,7 +20,7 @@ interface Segment {
 }
 
 /** Errors a retry cannot fix: callers hear them at once. */
-const FATAL = new Set(['UNKNOWN_TAG', 'NOT_MIGRATED', 'EXHAUSTED', 'INVARIANT', 'BAD_CONFIG']);
+const FATAL = new Set(['UNKNOWN_TAG', 'NOT_MIGRATED', 'EXHAUSTED', 'INVARIANT', 'BAD_CONFIG', 'UNSAFE_NUMBER']);
 const isFatal = (err: unknown): boolean => isIdleaseError(err) && FATAL.has(err.code);
 
 /**

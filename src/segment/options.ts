@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { MAX_ROW_STEP } from '../dialects/segments.js';
 import { IdleaseError } from '../errors.js';
-import { MAX_INT64 } from '../ids.js';
+import { MAX_INT64, unsafeNumberError } from '../ids.js';
 import { validateIdentifier } from '../identifiers.js';
 import { DEFAULT_SEGMENT_TABLE } from '../migrations/segments.js';
 import { ACCEPTED_POOLS } from '../drivers/index.js';
@@ -102,6 +102,7 @@ export function validateStart(start: unknown, what = 'start'): bigint {
   if (start === undefined) v = 1n;
   else if (typeof start === 'bigint') v = start;
   else if (typeof start === 'number' && Number.isSafeInteger(start)) v = BigInt(start);
+  else if (typeof start === 'number' && Number.isInteger(start)) throw unsafeNumberError(start, what);
   else if (typeof start === 'string' && /^\d+$/.test(start)) v = BigInt(start);
   if (v === undefined || v < 1n || v > MAX_INT64) {
     throw new IdleaseError('BAD_CONFIG', `${what} must be an integer from 1 to ${MAX_INT64} (the first ID to hand out), got ${String(start)}.`);

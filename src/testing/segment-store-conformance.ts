@@ -56,7 +56,7 @@ async function leased(check: string, store: SegmentStore, tag: string, step: num
 const codeOf = (err: unknown): unknown => (err as { code?: unknown } | null)?.code;
 
 /** Codes after which the allocator stops retrying. A stalled statement must not raise one of them. */
-const FATAL = new Set(['UNKNOWN_TAG', 'NOT_MIGRATED', 'EXHAUSTED', 'INVARIANT', 'BAD_CONFIG']);
+const FATAL = new Set(['UNKNOWN_TAG', 'NOT_MIGRATED', 'EXHAUSTED', 'INVARIANT', 'BAD_CONFIG', 'UNSAFE_NUMBER']);
 
 let runs = 0;
 
