@@ -6,7 +6,7 @@
  * "Docs samples").
  */
 import { spawn } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
@@ -61,7 +61,9 @@ function sharedModules(): string {
   // Optional peers (postgres.js) too: a user who passes one has installed it.
   const pkg = JSON.parse(readFileSync(path.join(REPO_ROOT, 'package.json'), 'utf8')) as { dependencies: Record<string, string>; peerDependencies?: Record<string, string> };
   const deps = [...Object.keys(pkg.dependencies), ...Object.keys(pkg.peerDependencies ?? {})];
-  for (const dep of deps) {
+  // A TypeScript user of `pg` also installs `@types/pg`: link a dependency's types where it has them.
+  const typed = deps.map((dep) => `@types/${dep}`).filter((t) => existsSync(path.join(REPO_ROOT, 'node_modules', t)));
+  for (const dep of [...deps, ...typed]) {
     mkdirSync(path.dirname(path.join(nm, dep)), { recursive: true });
     symlinkSync(path.join(REPO_ROOT, 'node_modules', dep), path.join(nm, dep));
   }
