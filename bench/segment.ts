@@ -1,15 +1,24 @@
 /**
  * Segment allocator benchmark: every number is a ratio against a baseline measured in the
  * same run. Store: embedded PGlite (in memory) by default; set IDLEASE_BENCH_URL to a
- * mysql:// or postgres:// URL to lease from a server instead.
+ * mysql:// or postgres:// URL to lease from a server instead. Then the stores side by side
+ * (knex, pg.Pool, postgres.js on PostgreSQL; knex, mysql2 pool and promise pool on MySQL/MariaDB),
+ * each in a private database created on IDLEASE_BENCH_PG_URL / IDLEASE_BENCH_MYSQL_URL
+ * (default: the local servers) and dropped afterwards.
  *
  *   npx tsx bench/run.ts segment
  */
+import { randomBytes } from 'node:crypto';
+import type { Knex } from 'knex';
+import mysql from 'mysql2';
+import mysqlPromise from 'mysql2/promise';
+import pg from 'pg';
+import postgres from 'postgres';
 import { connect } from '../src/connect.js';
 import { migrate } from '../src/migrations/migrate.js';
 import { Registry } from 'prom-client';
 import { collectMetrics } from '../src/metrics/index.js';
-import { addTag, createSegmentAllocator, type SegmentAllocator } from '../src/segment/index.js';
+import { addTag, createKnexSegmentStore, createPoolSegmentStore, createSegmentAllocator, type SegmentAllocator, type SegmentStore } from '../src/segment/index.js';
 
 const N = 10_000_000;
 const ROUNDS = 3;
@@ -149,4 +158,108 @@ export default async function run(): Promise<void> {
   } finally {
     await knex.destroy();
   }
+  await storesSideBySide();
+}
+
+const STORE_N = 3_000_000;
+const LEASES = 2_000;
+
+interface BenchStore {
+  readonly name: string;
+  readonly options: { knex: Knex } | { pool: unknown };
+  readonly store: SegmentStore;
+  end(): Promise<void>;
+}
+
+/** A private database on a server, dropped at the end: the bench never touches a user's tables. */
+async function privateDb(serverUrl: string): Promise<{ url: string; knex: Knex; drop(): Promise<void> }> {
+  const mysqlFlavor = serverUrl.startsWith('mysql') || serverUrl.startsWith('mariadb');
+  const name = `idlease_bench_stores_${randomBytes(3).toString('hex')}`;
+  const ddl = (verb: string) => (mysqlFlavor ? `${verb} DATABASE \`${name}\`` : `${verb} DATABASE "${name}"`);
+  const admin = connect(serverUrl, { poolMax: 1 });
+  await admin.raw(ddl('CREATE'));
+  await admin.destroy();
+  const u = new URL(serverUrl);
+  u.pathname = '/' + name;
+  const url = u.toString();
+  const knex = connect(url);
+  await migrate(knex);
+  return {
+    url,
+    knex,
+    async drop() {
+      await knex.destroy();
+      const a = connect(serverUrl, { poolMax: 1 });
+      await a.raw(ddl('DROP')).finally(() => a.destroy());
+    },
+  };
+}
+
+function storesOn(flavor: 'postgres' | 'mysql', url: string, knex: Knex): BenchStore[] {
+  const knexStore: BenchStore = { name: `knex (${flavor === 'mysql' ? 'mysql2' : 'pg'})`, options: { knex }, store: createKnexSegmentStore(knex), end: async () => {} };
+  if (flavor === 'mysql') {
+    const cb = mysql.createPool({ uri: url, connectionLimit: 4 });
+    const pr = mysqlPromise.createPool({ uri: url, connectionLimit: 4 });
+    return [
+      knexStore,
+      { name: 'mysql2 pool', options: { pool: cb }, store: createPoolSegmentStore(cb), end: () => new Promise<void>((r) => cb.end(() => r())) },
+      { name: 'mysql2/promise pool', options: { pool: pr }, store: createPoolSegmentStore(pr), end: () => pr.end() },
+    ];
+  }
+  const pool = new pg.Pool({ connectionString: url, max: 4 });
+  const sql = postgres(url, { max: 4, onnotice: () => {} });
+  return [
+    knexStore,
+    { name: 'pg.Pool', options: { pool }, store: createPoolSegmentStore(pool), end: () => pool.end() },
+    { name: 'postgres.js', options: { pool: sql }, store: createPoolSegmentStore(sql), end: () => sql.end() },
+  ];
+}
+
+/** One lease statement at a time, as the allocator sends them: p50 / p99 in ms. */
+async function leaseLatency(store: SegmentStore, tag: string): Promise<{ p50: number; p99: number }> {
+  const ms = new Float64Array(LEASES);
+  for (let i = 0; i < LEASES; i++) {
+    const t = performance.now();
+    const res = await store.lease(tag, 1000);
+    ms[i] = performance.now() - t;
+    if (res.kind !== 'leased') throw new Error(`lease answered ${res.kind}`);
+  }
+  ms.sort();
+  return { p50: ms[Math.floor(LEASES * 0.5)]!, p99: ms[Math.floor(LEASES * 0.99)]! };
+}
+
+async function storesSideBySide(): Promise<void> {
+  const servers = [
+    ['postgres', process.env.IDLEASE_BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test'],
+    ['mysql', process.env.IDLEASE_BENCH_MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test'],
+  ] as const;
+  const rows: string[][] = [];
+  for (const [flavor, serverUrl] of servers) {
+    const db = await privateDb(serverUrl);
+    const stores = storesOn(flavor, db.url, db.knex);
+    try {
+      for (const s of stores) {
+        const tag = `bench_${s.name.replace(/\W+/g, '_')}`;
+        await addTag(db.knex, { tag, step: 1000 });
+        const alloc = createSegmentAllocator({ ...s.options, tag });
+        await alloc.nextBatch(1000); // first lease out of the timed loop
+        let base = 0;
+        let ours = 0;
+        for (let r = 0; r < ROUNDS; r++) {
+          base = Math.max(base, await awaitLoop(bareCounter(), STORE_N));
+          ours = Math.max(ours, await awaitLoop(alloc, STORE_N));
+        }
+        await alloc.close();
+        const lat = await leaseLatency(s.store, tag);
+        rows.push([`${flavor === 'mysql' ? 'MariaDB' : 'PostgreSQL'}, ${s.name}`, fmt(ours), fmt(base), `**${(ours / base).toFixed(2)}×**`, `${lat.p50.toFixed(2)} / ${lat.p99.toFixed(2)} ms`]);
+      }
+    } finally {
+      for (const s of stores) await s.end();
+      await db.drop();
+    }
+  }
+  console.log(`\nstores side by side: ${STORE_N.toLocaleString('en')} IDs per \`await next()\` round, best of ${ROUNDS}, each against a bare async counter measured just before it; ${LEASES.toLocaleString('en')} sequential leases of 1,000 for latency\n`);
+  console.log('| store | `await next()` IDs/s | bare async counter | ratio | lease p50 / p99 |');
+  console.log('|---|---|---|---|---|');
+  for (const r of rows) console.log(`| ${r.join(' | ')} |`);
 }

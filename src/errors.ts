@@ -11,6 +11,7 @@ export type IdleaseErrorCode =
   | 'EXHAUSTED' // a counter reached its field's limit; never wraps
   | 'CLOSED' // the allocator was closed
   | 'INVARIANT' // a value from the database broke a guarantee (refused, not handed out)
+  | 'UNSAFE_NUMBER' // an ID arrived as a JS number past 2^53, which may have lost digits; the message names the driver setting
   | 'MIGRATION_FAILED' // a migration could not be applied or rolled back
   | 'NO_WORKER_ID' // every worker id of a snowflake group is held by a live process
   | 'CLOCK_BACKWARDS'; // the wall clock stayed behind the last issued time longer than the wait bound
@@ -47,6 +48,7 @@ export const ERROR_CATEGORIES: Readonly<Record<IdleaseErrorCode, IdleaseErrorCat
   BAD_CONFIG: 'config',
   NOT_MIGRATED: 'config',
   MIGRATION_FAILED: 'config',
+  UNSAFE_NUMBER: 'config',
   DB_UNAVAILABLE: 'unavailable',
   CLOSED: 'unavailable',
   NO_WORKER_ID: 'unavailable',

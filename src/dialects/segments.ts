@@ -1,11 +1,11 @@
 /** SQL for the segment table: DDL here; the lease and admin statements sit beside it. */
-import type { Knex } from 'knex';
 import { retryConflicts } from './conflicts.js';
+import { withDeadline } from './deadline.js';
 import { isMissingTable } from './missing-object.js';
+import type { SqlExecutor, SqlResult, SqlValue } from './sql.js';
 import { IdleaseError } from '../errors.js';
 import { MAX_INT64, toBigInt } from '../ids.js';
 import { type Flavor, qualified, quoteIdent } from './detect.js';
-import { affectedRows, rowsOf } from './results.js';
 
 export interface SegmentTableRef {
   readonly schema: string | undefined;
@@ -45,10 +45,9 @@ export function segmentTableDdl(flavor: Flavor, ref: SegmentTableRef): { up: str
   };
 }
 
-// ---------------------------------------------------------------------------
 // Lease, give-back and tag admin statements. One statement per call (PGlite runs one
-// statement per query), values always bound, identifiers validated by the caller and quoted here.
-// ---------------------------------------------------------------------------
+// statement per query), values always bound, identifiers validated by the caller and quoted
+// here. Each text is built once per table and flavor; any client adapter (src/drivers) runs it.
 
 /** The largest step a row may hold: the `step` column is a 32-bit int. */
 export const MAX_ROW_STEP = 2_147_483_647;
@@ -61,189 +60,143 @@ export interface SegmentRow {
   readonly updatedAt: Date;
 }
 
-export type SegmentLeaseResult =
-  | { readonly kind: 'leased'; readonly end: bigint }
-  | { readonly kind: 'unknown' }
-  | { readonly kind: 'full'; readonly maxId: bigint };
-
-interface Target {
+/** A segment table on one client: the statement texts for its flavor, built once. */
+export interface SegmentTarget {
+  readonly db: SqlExecutor;
   readonly flavor: Flavor;
   readonly ref: SegmentTableRef;
+  readonly text: Readonly<Record<'lease' | 'giveBack' | 'read' | 'list' | 'insert' | 'setStep' | 'raiseTo' | 'raiseBy' | 'raiseToTag' | 'raiseByTag', string>>;
 }
 
-function table(t: Target): string {
-  return qualified(t.flavor, t.ref.schema, t.ref.table);
+/**
+ * int8 never travels as an int8: values go out as decimal strings cast in SQL (MySQL turns a
+ * string operand into a DOUBLE otherwise) and come back cast to text, so no type parser a user
+ * installed on their pool (pg's setTypeParser(20, parseInt), a default mysql2 pool) can round them.
+ */
+export function segmentTarget(db: SqlExecutor, ref: SegmentTableRef): SegmentTarget {
+  const flavor = db.flavor;
+  const tb = qualified(flavor, ref.schema, ref.table);
+  const mysql = flavor === 'mysql';
+  const big = mysql ? 'CAST(? AS SIGNED)' : 'CAST(? AS bigint)';
+  const touch = mysql ? '' : ', updated_at = now()';
+  const limit = MAX_INT64.toString();
+  const columns = mysql ? 'tag, CAST(max_id AS CHAR) AS max_id, step, description, updated_at' : 'tag, max_id::text AS max_id, step, description, updated_at';
+  const raiseTo = `UPDATE ${tb} SET max_id = ${big}${touch} WHERE max_id < ${big}`;
+  const raiseBy = `UPDATE ${tb} SET max_id = max_id + ${big}${touch} WHERE max_id <= ${limit} - ${big}`;
+  return Object.freeze({
+    db,
+    flavor,
+    ref,
+    text: Object.freeze({
+      // THE lease. MySQL returns the new value in the OK packet's insertId via LAST_INSERT_ID(expr),
+      // which mysql2 always delivers exactly (a string past 2^53), whatever the pool's options.
+      lease: mysql
+        ? `UPDATE ${tb} SET max_id = LAST_INSERT_ID(max_id + ?) WHERE tag = ? AND max_id <= ${limit} - ?`
+        : `UPDATE ${tb} SET max_id = max_id + ?${touch} WHERE tag = ? AND max_id <= ${limit} - ? RETURNING max_id::text AS max_id`,
+      giveBack: `UPDATE ${tb} SET max_id = ${big}${touch} WHERE tag = ? AND max_id = ${big}`,
+      read: `SELECT ${columns} FROM ${tb} WHERE tag = ?`,
+      list: `SELECT ${columns} FROM ${tb} ORDER BY tag`,
+      insert: mysql
+        ? `INSERT IGNORE INTO ${tb} (tag, max_id, step, description) VALUES (?, ${big}, ?, ?)`
+        : `INSERT INTO ${tb} (tag, max_id, step, description) VALUES (?, ${big}, ?, ?) ON CONFLICT (tag) DO NOTHING`,
+      setStep: `UPDATE ${tb} SET step = ?${touch} WHERE tag = ?`,
+      raiseTo,
+      raiseBy,
+      raiseToTag: `${raiseTo} AND tag = ?`,
+      raiseByTag: `${raiseBy} AND tag = ?`,
+    }),
+  });
 }
-
 
 /** Missing table → NOT_MIGRATED (what to run); anything else passes through for the caller's retry policy. */
-export function translateSegmentError(err: unknown, t: Target): unknown {
+export function translateSegmentError(err: unknown, ref: SegmentTableRef): unknown {
   if (isMissingTable(err)) {
     return new IdleaseError(
       'NOT_MIGRATED',
-      `The segment table ${t.ref.schema ? t.ref.schema + '.' : ''}${t.ref.table} does not exist. Run \`idlease migrate\` (or migrate(knex)) first.`,
+      `The segment table ${ref.schema ? ref.schema + '.' : ''}${ref.table} does not exist. Run \`idlease migrate\` (or migrate(knex)) first.`,
       { cause: err },
     );
   }
   return err;
 }
 
-async function run(knex: Knex, t: Target, sql: string, values: readonly Knex.RawBinding[], timeoutMs?: number): Promise<unknown> {
+async function run(t: SegmentTarget, text: string, values: readonly SqlValue[], timeoutMs?: number): Promise<SqlResult> {
   try {
-    const q = knex.raw(sql, values);
+    const q = t.db.run(text, values);
     return await (timeoutMs ? withDeadline(q, timeoutMs) : q);
   } catch (err) {
-    throw translateSegmentError(err, t);
+    throw translateSegmentError(err, t.ref);
   }
 }
 
 /**
- * A statement deadline that tolerates a starved event loop. A caller spinning on
- * `await next()` runs only microtasks, so the answer to a background lease can sit in the
- * socket for seconds; when the loop finally turns, timers run before I/O and a plain
- * timeout (knex's .timeout()) would fail a statement that already succeeded. Here the
- * timer only arms a check that runs after the I/O phase (setImmediate).
- */
-function withDeadline<T>(query: PromiseLike<T>, ms: number): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    let settled = false;
-    const timer = setTimeout(() => {
-      setImmediate(() => {
-        if (settled) return;
-        settled = true;
-        reject(new Error(`statement did not answer within ${ms} ms (statementTimeoutMs)`));
-      });
-    }, ms);
-    query.then(
-      (v) => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
-        resolve(v);
-      },
-      (e: unknown) => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
-        reject(e);
-      },
-    );
-  });
-}
-
-/** A bigint bound as a decimal string and cast in SQL: MySQL turns a string operand into a DOUBLE otherwise. */
-function bigParam(flavor: Flavor): string {
-  return flavor === 'mysql' ? 'CAST(? AS SIGNED)' : 'CAST(? AS bigint)';
-}
-
-/**
- * THE lease: one atomic statement that adds `step` to max_id and returns the new value.
- * The guard keeps max_id ≤ 2^63−1 (0 rows → the caller tells unknown tag from full).
- * MySQL returns the value in the OK packet's insertId via LAST_INSERT_ID(expr).
+ * THE lease: one atomic statement that adds `step` to max_id and returns the new value; the
+ * caller owns (end − step, end]. The guard keeps max_id ≤ 2^63−1: undefined means no row
+ * changed (the tag has no row, or it is too close to 2^63−1 — readSegmentRow tells which).
  *
  * A deadlock or Galera certification conflict is retried here within the same deadline
  * (conflicts.ts): on Galera every node's processes lease the same hot row.
  */
-export async function leaseSegment(knex: Knex, t: Target, tag: string, step: number, timeoutMs?: number): Promise<SegmentLeaseResult> {
+export async function leaseSegment(t: SegmentTarget, tag: string, step: number, timeoutMs?: number): Promise<bigint | undefined> {
   if (!Number.isSafeInteger(step) || step < 1) throw new IdleaseError('INVARIANT', `lease step must be a positive integer, got ${step}`);
-  return retryConflicts((left) => leaseOnce(knex, t, tag, step, left), timeoutMs);
-}
-
-async function leaseOnce(knex: Knex, t: Target, tag: string, step: number, timeoutMs: number | undefined): Promise<SegmentLeaseResult> {
-  const tb = table(t);
-  const limit = MAX_INT64.toString();
-  if (t.flavor === 'mysql') {
-    const res = (await run(
-      knex, t,
-      `UPDATE ${tb} SET max_id = LAST_INSERT_ID(max_id + ?) WHERE tag = ? AND max_id <= ${limit} - ?`,
-      [step, tag, step], timeoutMs,
-    )) as [{ affectedRows: number; insertId: unknown }];
-    const header = res[0];
-    if (header.affectedRows === 1) return { kind: 'leased', end: toBigInt(header.insertId, 'max_id (insertId)') };
-  } else {
-    const res = await run(
-      knex, t,
-      `UPDATE ${tb} SET max_id = max_id + ?, updated_at = now() WHERE tag = ? AND max_id <= ${limit} - ? RETURNING max_id::text AS max_id`,
-      [step, tag, step], timeoutMs,
-    );
-    const row = rowsOf(t.flavor, res)[0];
-    if (row) return { kind: 'leased', end: toBigInt(row.max_id, 'max_id') };
-  }
-  const row = await readSegmentRow(knex, t, tag, timeoutMs);
-  return row ? { kind: 'full', maxId: row.maxId } : { kind: 'unknown' };
+  return retryConflicts(async (left) => {
+    const res = await run(t, t.text.lease, [step, tag, step], left);
+    if (t.flavor === 'mysql') return res.affected === 1 ? toBigInt(res.insertId, 'max_id (insertId)') : undefined;
+    const row = res.rows[0];
+    return row ? toBigInt(row[0], 'max_id') : undefined;
+  }, timeoutMs);
 }
 
 /** Compare-and-set give-back: lowers max_id only while it is still exactly our end. */
-export async function giveBackSegment(knex: Knex, t: Target, tag: string, expectedEnd: bigint, newMax: bigint, timeoutMs?: number): Promise<boolean> {
-  const tb = table(t);
-  const p = bigParam(t.flavor);
-  const touch = t.flavor === 'mysql' ? '' : ', updated_at = now()';
-  const res = await run(knex, t, `UPDATE ${tb} SET max_id = ${p}${touch} WHERE tag = ? AND max_id = ${p}`, [newMax.toString(), tag, expectedEnd.toString()], timeoutMs);
-  return affectedRows(t.flavor, res) === 1;
+export async function giveBackSegment(t: SegmentTarget, tag: string, expectedEnd: bigint, newMax: bigint, timeoutMs?: number): Promise<boolean> {
+  const res = await run(t, t.text.giveBack, [newMax.toString(), tag, expectedEnd.toString()], timeoutMs);
+  return res.affected === 1;
 }
 
-function toRow(r: Record<string, unknown>): SegmentRow {
-  const step = Number(r.step);
+/** Columns in the order `read`/`list` select them. */
+function toRow(r: readonly unknown[]): SegmentRow {
+  const [tag, maxId, step, description, updatedAt] = r;
   return Object.freeze({
-    tag: String(r.tag),
-    maxId: toBigInt(r.max_id, 'max_id'),
-    step,
-    description: String(r.description ?? ''),
-    updatedAt: r.updated_at instanceof Date ? r.updated_at : new Date(String(r.updated_at)),
+    tag: String(tag),
+    maxId: toBigInt(maxId, 'max_id'),
+    step: Number(step),
+    description: String(description ?? ''),
+    updatedAt: updatedAt instanceof Date ? updatedAt : new Date(String(updatedAt)),
   });
 }
 
-const COLUMNS = (flavor: Flavor) =>
-  flavor === 'mysql' ? 'tag, CAST(max_id AS CHAR) AS max_id, step, description, updated_at' : 'tag, max_id::text AS max_id, step, description, updated_at';
-
-export async function readSegmentRow(knex: Knex, t: Target, tag: string, timeoutMs?: number): Promise<SegmentRow | undefined> {
-  const res = await run(knex, t, `SELECT ${COLUMNS(t.flavor)} FROM ${table(t)} WHERE tag = ?`, [tag], timeoutMs);
-  const r = rowsOf(t.flavor, res)[0];
+export async function readSegmentRow(t: SegmentTarget, tag: string, timeoutMs?: number): Promise<SegmentRow | undefined> {
+  const r = (await run(t, t.text.read, [tag], timeoutMs)).rows[0];
   return r ? toRow(r) : undefined;
 }
 
-export async function listSegmentRows(knex: Knex, t: Target): Promise<SegmentRow[]> {
-  const res = await run(knex, t, `SELECT ${COLUMNS(t.flavor)} FROM ${table(t)} ORDER BY tag`, []);
-  return rowsOf(t.flavor, res).map(toRow);
+export async function listSegmentRows(t: SegmentTarget): Promise<SegmentRow[]> {
+  return (await run(t, t.text.list, [])).rows.map(toRow);
 }
 
 /** Insert a tag row; false when it already exists (nothing is changed then). */
 export async function insertSegmentRow(
-  knex: Knex, t: Target, row: { tag: string; maxId: bigint; step: number; description: string }, timeoutMs?: number,
+  t: SegmentTarget, row: { tag: string; maxId: bigint; step: number; description: string }, timeoutMs?: number,
 ): Promise<boolean> {
-  const p = bigParam(t.flavor);
-  const sql =
-    t.flavor === 'mysql'
-      ? `INSERT IGNORE INTO ${table(t)} (tag, max_id, step, description) VALUES (?, ${p}, ?, ?)`
-      : `INSERT INTO ${table(t)} (tag, max_id, step, description) VALUES (?, ${p}, ?, ?) ON CONFLICT (tag) DO NOTHING`;
-  const res = await run(knex, t, sql, [row.tag, row.maxId.toString(), row.step, row.description], timeoutMs);
-  return affectedRows(t.flavor, res) === 1;
+  const res = await run(t, t.text.insert, [row.tag, row.maxId.toString(), row.step, row.description], timeoutMs);
+  return res.affected === 1;
 }
 
 /** Change the admin step; false when the tag has no row. */
-export async function updateSegmentStep(knex: Knex, t: Target, tag: string, step: number): Promise<boolean> {
-  const touch = t.flavor === 'mysql' ? '' : ', updated_at = now()';
-  const res = await run(knex, t, `UPDATE ${table(t)} SET step = ?${touch} WHERE tag = ?`, [step, tag]);
-  if (t.flavor === 'mysql') {
-    // affectedRows is 0 when the value is unchanged; tell "same step" from "no row".
-    if (affectedRows(t.flavor, res) === 1) return true;
-    return (await readSegmentRow(knex, t, tag)) !== undefined;
-  }
-  return affectedRows(t.flavor, res) === 1;
+export async function updateSegmentStep(t: SegmentTarget, tag: string, step: number): Promise<boolean> {
+  const res = await run(t, t.text.setStep, [step, tag]);
+  if (res.affected === 1) return true;
+  // MySQL counts a row whose value did not change as unaffected; tell "same step" from "no row".
+  return t.flavor === 'mysql' && (await readSegmentRow(t, tag)) !== undefined;
 }
 
 /**
  * Raise max_id, never lower it: to at least `to`, or by `by` (refused past 2^63−1). One
  * statement per call; `tag` undefined means every row. Returns the number of rows changed.
  */
-export async function raiseSegmentRows(knex: Knex, t: Target, tag: string | undefined, raise: { to: bigint } | { by: bigint }): Promise<number> {
-  const p = bigParam(t.flavor);
-  const touch = t.flavor === 'mysql' ? '' : ', updated_at = now()';
-  const where = tag === undefined ? '' : ' AND tag = ?';
-  const tagValue = tag === undefined ? [] : [tag];
-  const res =
-    'to' in raise
-      ? await run(knex, t, `UPDATE ${table(t)} SET max_id = ${p}${touch} WHERE max_id < ${p}${where}`, [raise.to.toString(), raise.to.toString(), ...tagValue])
-      : await run(knex, t, `UPDATE ${table(t)} SET max_id = max_id + ${p}${touch} WHERE max_id <= ${MAX_INT64.toString()} - ${p}${where}`, [raise.by.toString(), raise.by.toString(), ...tagValue]);
-  return affectedRows(t.flavor, res);
+export async function raiseSegmentRows(t: SegmentTarget, tag: string | undefined, raise: { to: bigint } | { by: bigint }): Promise<number> {
+  const value = ('to' in raise ? raise.to : raise.by).toString();
+  const text = 'to' in raise ? (tag === undefined ? t.text.raiseTo : t.text.raiseToTag) : tag === undefined ? t.text.raiseBy : t.text.raiseByTag;
+  const res = await run(t, text, tag === undefined ? [value, value] : [value, value, tag]);
+  return res.affected;
 }

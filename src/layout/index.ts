@@ -9,7 +9,7 @@
  * must be the only one using its value within a layout. Twitter calls it worker, Sony machine.
  */
 import { IdleaseError } from '../errors.js';
-import { MAX_INT64 } from '../ids.js';
+import { MAX_INT64, unsafeNumberError } from '../ids.js';
 
 export interface LayoutOptions {
   /** Bits for milliseconds since `epoch`. Default 41 (69 years). */
@@ -192,6 +192,7 @@ export interface DecodedId extends IdParts {
 
 function toId(value: unknown): bigint {
   if (typeof value === 'bigint') return value;
+  if (typeof value === 'number' && Number.isInteger(value) && !Number.isSafeInteger(value)) throw unsafeNumberError(value, 'The ID');
   if (typeof value === 'string' && /^-?\d+$/.test(value.trim())) return BigInt(value.trim());
   throw new IdleaseError('BAD_ARGUMENT', `An ID must be a bigint or a decimal string, got ${JSON.stringify(typeof value === 'number' ? String(value) : value)} (${typeof value}); IDs pass 2^53, so numbers are refused.`);
 }

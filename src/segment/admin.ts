@@ -1,8 +1,8 @@
 import type { Knex } from 'knex';
-import { flavorOf } from '../dialects/detect.js';
-import { insertSegmentRow, listSegmentRows, raiseSegmentRows, readSegmentRow, updateSegmentStep, type SegmentRow } from '../dialects/segments.js';
+import { insertSegmentRow, listSegmentRows, raiseSegmentRows, readSegmentRow, segmentTarget, updateSegmentStep, type SegmentRow } from '../dialects/segments.js';
+import { knexExecutor } from '../drivers/index.js';
 import { IdleaseError } from '../errors.js';
-import { MAX_INT64 } from '../ids.js';
+import { MAX_INT64, unsafeNumberError } from '../ids.js';
 import { validateIdentifier } from '../identifiers.js';
 import { DEFAULT_SEGMENT_TABLE } from '../migrations/segments.js';
 import { validateRowStep, validateStart, validateTag } from './options.js';
@@ -25,13 +25,11 @@ export interface AddTagOptions extends TagTableOptions {
   description?: string;
 }
 
+/** Tag admin is SQL-only (a Knex instance): it lists and bulk-raises rows, which a store of one tag's operations does not offer. */
 function target(knex: Knex, o: TagTableOptions) {
-  return Object.freeze({
-    flavor: flavorOf(knex),
-    ref: {
-      table: validateIdentifier(o.table ?? DEFAULT_SEGMENT_TABLE, 'table'),
-      schema: o.schema === undefined ? undefined : validateIdentifier(o.schema, 'schema'),
-    },
+  return segmentTarget(knexExecutor(knex), {
+    table: validateIdentifier(o.table ?? DEFAULT_SEGMENT_TABLE, 'table'),
+    schema: o.schema === undefined ? undefined : validateIdentifier(o.schema, 'schema'),
   });
 }
 
@@ -45,14 +43,14 @@ export async function addTag(knex: Knex, options: AddTagOptions): Promise<{ crea
   if (typeof description !== 'string' || description.length > 256) {
     throw new IdleaseError('BAD_CONFIG', 'description must be a string of at most 256 characters.');
   }
-  const created = await insertSegmentRow(knex, t, { tag, maxId: start - 1n, step, description });
-  const row = await readSegmentRow(knex, t, tag);
+  const created = await insertSegmentRow(t, { tag, maxId: start - 1n, step, description });
+  const row = await readSegmentRow(t, tag);
   if (!row) throw new IdleaseError('INVARIANT', `Tag ${JSON.stringify(tag)} was inserted but cannot be read back.`);
   return { created, row };
 }
 
 export async function listTags(knex: Knex, options: TagTableOptions = {}): Promise<SegmentRow[]> {
-  return listSegmentRows(knex, target(knex, options));
+  return listSegmentRows(target(knex, options));
 }
 
 /**
@@ -63,10 +61,10 @@ export async function setStep(knex: Knex, tag: string, step: number, options: Ta
   const t = target(knex, options);
   validateTag(tag);
   const s = validateRowStep(step);
-  if (!(await updateSegmentStep(knex, t, tag, s))) {
+  if (!(await updateSegmentStep(t, tag, s))) {
     throw new IdleaseError('UNKNOWN_TAG', `Tag ${JSON.stringify(tag)} does not exist. Add it: \`idlease tag add ${tag} --step ${s}\`.`);
   }
-  const row = await readSegmentRow(knex, t, tag);
+  const row = await readSegmentRow(t, tag);
   if (!row) throw new IdleaseError('UNKNOWN_TAG', `Tag ${JSON.stringify(tag)} was removed while its step was being set.`);
   return row;
 }
@@ -91,6 +89,7 @@ function positiveBig(value: bigint | number | string, what: string): bigint {
   let v: bigint | undefined;
   if (typeof value === 'bigint') v = value;
   else if (typeof value === 'number' && Number.isSafeInteger(value)) v = BigInt(value);
+  else if (typeof value === 'number' && Number.isInteger(value)) throw unsafeNumberError(value, what);
   else if (typeof value === 'string' && /^\d+$/.test(value)) v = BigInt(value);
   if (v === undefined || v < 1n || v > MAX_INT64) throw new IdleaseError('BAD_ARGUMENT', `${what} must be an integer from 1 to ${MAX_INT64}, got ${String(value)}.`);
   return v;
@@ -111,7 +110,7 @@ export async function bumpTag(knex: Knex, options: BumpTagOptions): Promise<Bump
   }
   const tag = options.tag === undefined ? undefined : validateTag(options.tag);
   const raise: { by: bigint } | { to: bigint } = options.by !== undefined ? { by: positiveBig(options.by, 'by') } : { to: positiveBig(options.to!, 'to') };
-  const before = (await listSegmentRows(knex, t)).filter((r) => tag === undefined || r.tag === tag);
+  const before = (await listSegmentRows(t)).filter((r) => tag === undefined || r.tag === tag);
   if (tag !== undefined && before.length === 0) {
     throw new IdleaseError('UNKNOWN_TAG', `Tag ${JSON.stringify(tag)} does not exist; nothing to bump. List tags: \`idlease tag list\`.`);
   }
@@ -119,7 +118,7 @@ export async function bumpTag(knex: Knex, options: BumpTagOptions): Promise<Bump
     const full = before.find((r) => r.maxId > MAX_INT64 - raise.by);
     if (full) throw new IdleaseError('EXHAUSTED', `Tag ${JSON.stringify(full.tag)} (max_id ${full.maxId}) cannot be raised by ${raise.by} without passing 2^63−1; nothing was changed.`);
   }
-  await raiseSegmentRows(knex, t, tag, raise);
-  const after = new Map((await listSegmentRows(knex, t)).map((r) => [r.tag, r.maxId]));
+  await raiseSegmentRows(t, tag, raise);
+  const after = new Map((await listSegmentRows(t)).map((r) => [r.tag, r.maxId]));
   return before.map((r) => Object.freeze({ tag: r.tag, before: r.maxId, after: after.get(r.tag) ?? r.maxId }));
 }

@@ -4,7 +4,7 @@ import { MAX_INT64 } from '../ids.js';
 import { resolveSegmentOptions, type ResolvedSegmentOptions, type SegmentAllocatorOptions } from './options.js';
 import { backoffMs } from '../backoff.js';
 import { chooseStep, ewma, preloadHorizonMs, preloadThreshold } from './step-policy.js';
-import { createKnexSegmentStore, type SegmentStore } from './store.js';
+import type { SegmentStore } from './store.js';
 import type { SegmentAllocator, SegmentEvent, SegmentStats } from './types.js';
 import { WaiterQueue } from './waiters.js';
 
@@ -20,7 +20,7 @@ interface Segment {
 }
 
 /** Errors a retry cannot fix: callers hear them at once. */
-const FATAL = new Set(['UNKNOWN_TAG', 'NOT_MIGRATED', 'EXHAUSTED', 'INVARIANT', 'BAD_CONFIG']);
+const FATAL = new Set(['UNKNOWN_TAG', 'NOT_MIGRATED', 'EXHAUSTED', 'INVARIANT', 'BAD_CONFIG', 'UNSAFE_NUMBER']);
 const isFatal = (err: unknown): boolean => isIdleaseError(err) && FATAL.has(err.code);
 
 /**
@@ -91,7 +91,7 @@ class SegmentAllocatorImpl implements SegmentAllocator {
   constructor(options: ResolvedSegmentOptions) {
     this.options = options;
     this.tag = options.tag;
-    this.store = options.store ?? createKnexSegmentStore(options.knex!, { schema: options.schema, table: options.table }, options.statementTimeoutMs);
+    this.store = options.store;
   }
 
   next(): Promise<bigint> {

@@ -1,16 +1,23 @@
 import type { Knex } from 'knex';
 import { MAX_ROW_STEP } from '../dialects/segments.js';
 import { IdleaseError } from '../errors.js';
-import { MAX_INT64 } from '../ids.js';
+import { MAX_INT64, unsafeNumberError } from '../ids.js';
 import { validateIdentifier } from '../identifiers.js';
 import { DEFAULT_SEGMENT_TABLE } from '../migrations/segments.js';
-import type { SegmentStore } from './store.js';
+import { ACCEPTED_POOLS } from '../drivers/index.js';
+import { createKnexSegmentStore, createPoolSegmentStore, type SegmentStore } from './store.js';
 import type { SegmentEvent } from './types.js';
 
 export interface SegmentAllocatorOptions {
-  /** The database. Its pool is shared by every allocator made from it. Either `knex` or `store`. */
+  /** The database. Its pool is shared by every allocator made from it. Exactly one of `knex`, `pool` or `store`. */
   knex?: Knex;
-  /** A custom store (tests, other backends) instead of `knex`. */
+  /**
+   * A pool you already have instead of knex: a `pg.Pool` or `pg.Client`, a `mysql2` pool or
+   * promise pool, or a postgres.js `sql`. The same statements and guarantees as `knex`; int8 is
+   * read exactly whatever type parsers the pool has.
+   */
+  pool?: unknown;
+  /** A store of your own (see `segmentStoreConformance` in idlease/testing). */
   store?: SegmentStore;
   /** The tag (row key): 1–128 characters. */
   tag: string;
@@ -47,8 +54,7 @@ export interface SegmentAllocatorOptions {
 }
 
 export interface ResolvedSegmentOptions {
-  readonly store: SegmentStore | undefined;
-  readonly knex: Knex | undefined;
+  readonly store: SegmentStore;
   readonly tag: string;
   readonly table: string;
   readonly schema: string | undefined;
@@ -67,7 +73,7 @@ export interface ResolvedSegmentOptions {
 }
 
 const KNOWN = new Set([
-  'knex', 'store', 'tag', 'table', 'schema', 'minStep', 'maxStep', 'targetLeaseMs', 'preloadMs', 'waitTimeoutMs',
+  'knex', 'pool', 'store', 'tag', 'table', 'schema', 'minStep', 'maxStep', 'targetLeaseMs', 'preloadMs', 'waitTimeoutMs',
   'statementTimeoutMs', 'retryMinMs', 'retryMaxMs', 'closeTimeoutMs', 'maxBatch', 'create', 'onEvent',
 ]);
 
@@ -96,6 +102,7 @@ export function validateStart(start: unknown, what = 'start'): bigint {
   if (start === undefined) v = 1n;
   else if (typeof start === 'bigint') v = start;
   else if (typeof start === 'number' && Number.isSafeInteger(start)) v = BigInt(start);
+  else if (typeof start === 'number' && Number.isInteger(start)) throw unsafeNumberError(start, what);
   else if (typeof start === 'string' && /^\d+$/.test(start)) v = BigInt(start);
   if (v === undefined || v < 1n || v > MAX_INT64) {
     throw new IdleaseError('BAD_CONFIG', `${what} must be an integer from 1 to ${MAX_INT64} (the first ID to hand out), got ${String(start)}.`);
@@ -110,8 +117,9 @@ export function resolveSegmentOptions(options: SegmentAllocatorOptions): Resolve
   for (const key of Object.keys(options)) {
     if (!KNOWN.has(key)) throw new IdleaseError('BAD_CONFIG', `createSegmentAllocator: unknown option ${JSON.stringify(key)}. Known options: ${[...KNOWN].join(', ')}.`);
   }
-  if ((options.knex === undefined) === (options.store === undefined)) {
-    throw new IdleaseError('BAD_CONFIG', 'createSegmentAllocator needs exactly one of `knex` (a Knex instance) or `store`.');
+  const given = [options.knex, options.pool, options.store].filter((x) => x !== undefined).length;
+  if (given !== 1) {
+    throw new IdleaseError('BAD_CONFIG', `createSegmentAllocator needs exactly one of \`knex\` (a Knex instance), \`pool\` (${ACCEPTED_POOLS}) or \`store\`; got ${given}.`);
   }
   const minStep = int(options.minStep, 'minStep', 1, 1, MAX_ROW_STEP);
   const maxStep = int(options.maxStep, 'maxStep', Math.max(minStep, 10_000_000), 1, MAX_ROW_STEP);
@@ -131,18 +139,21 @@ export function resolveSegmentOptions(options: SegmentAllocatorOptions): Resolve
   if (options.onEvent !== undefined && typeof options.onEvent !== 'function') {
     throw new IdleaseError('BAD_CONFIG', 'onEvent must be a function (event) => void.');
   }
+  const table = validateIdentifier(options.table ?? DEFAULT_SEGMENT_TABLE, 'table');
+  const schema = options.schema === undefined ? undefined : validateIdentifier(options.schema, 'schema');
+  const statementTimeoutMs = int(options.statementTimeoutMs, 'statementTimeoutMs', 5_000, 1, 600_000);
+  const sqlOptions = { table, schema, statementTimeoutMs };
   return Object.freeze({
-    store: options.store,
-    knex: options.knex,
+    store: options.store ?? (options.knex !== undefined ? createKnexSegmentStore(options.knex, sqlOptions) : createPoolSegmentStore(options.pool, sqlOptions)),
     tag: validateTag(options.tag),
-    table: validateIdentifier(options.table ?? DEFAULT_SEGMENT_TABLE, 'table'),
-    schema: options.schema === undefined ? undefined : validateIdentifier(options.schema, 'schema'),
+    table,
+    schema,
     minStep,
     maxStep,
     targetLeaseMs: int(options.targetLeaseMs, 'targetLeaseMs', 60_000, 1, 86_400_000),
     preloadMs: int(options.preloadMs, 'preloadMs', 1_000, 0, 3_600_000),
     waitTimeoutMs: int(options.waitTimeoutMs, 'waitTimeoutMs', 5_000, 1, 600_000),
-    statementTimeoutMs: int(options.statementTimeoutMs, 'statementTimeoutMs', 5_000, 1, 600_000),
+    statementTimeoutMs,
     retryMinMs,
     retryMaxMs,
     closeTimeoutMs: int(options.closeTimeoutMs, 'closeTimeoutMs', 5_000, 0, 600_000),

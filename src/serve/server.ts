@@ -108,7 +108,7 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
   const maxBatch = o.maxBatch ?? 100_000;
   const maxLeaseStep = Math.min(o.maxLeaseStep ?? 10_000_000, MAX_ROW_STEP);
   const table = { table: o.table, schema: o.schema };
-  const store: SegmentStore = createKnexSegmentStore(o.knex, { table: o.table ?? 'idlease_segments', schema: o.schema }, 5_000);
+  const store: SegmentStore = createKnexSegmentStore(o.knex, { table: o.table, schema: o.schema });
   const registry = new Registry();
   const allocators = new Map<string, SegmentAllocator>();
   const tokenDigest = o.token ? digest(o.token) : undefined;

@@ -17,7 +17,7 @@ interface Lease {
 /** Why an ID could not be issued right now. */
 type Wait = 'lease' | 'clock';
 
-const FATAL = new Set(['NOT_MIGRATED', 'BAD_CONFIG', 'INVARIANT']);
+const FATAL = new Set(['NOT_MIGRATED', 'BAD_CONFIG', 'INVARIANT', 'UNSAFE_NUMBER']);
 
 /**
  * Snowflake IDs made in memory: [time | worker | sequence] per the layout, with the worker id

@@ -6,7 +6,7 @@
  * "Docs samples").
  */
 import { spawn } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
@@ -50,7 +50,7 @@ function sharedModules(): string {
     path.join(pkgDir, 'package.json'),
     JSON.stringify({
       name: 'idlease', version: '0.0.0-docs', type: 'module',
-      exports: { '.': './src/index.ts', './metrics': './src/metrics/index.ts' },
+      exports: { '.': './src/index.ts', './metrics': './src/metrics/index.ts', './testing': './src/testing/index.ts' },
       bin: { idlease: 'bin/idlease' },
     }),
   );
@@ -58,8 +58,12 @@ function sharedModules(): string {
   writeFileSync(bin, `#!/bin/sh\nexec "${process.execPath}" --import "${TSX_LOADER}" "${path.join(REPO_ROOT, 'src/cli/bin.ts')}" "$@"\n`);
   chmodSync(bin, 0o755);
   symlinkSync(bin, path.join(nm, '.bin', 'idlease'));
-  const deps = Object.keys((JSON.parse(readFileSync(path.join(REPO_ROOT, 'package.json'), 'utf8')) as { dependencies: Record<string, string> }).dependencies);
-  for (const dep of deps) {
+  // Optional peers (postgres.js) too: a user who passes one has installed it.
+  const pkg = JSON.parse(readFileSync(path.join(REPO_ROOT, 'package.json'), 'utf8')) as { dependencies: Record<string, string>; peerDependencies?: Record<string, string> };
+  const deps = [...Object.keys(pkg.dependencies), ...Object.keys(pkg.peerDependencies ?? {})];
+  // A TypeScript user of `pg` also installs `@types/pg`: link a dependency's types where it has them.
+  const typed = deps.map((dep) => `@types/${dep}`).filter((t) => existsSync(path.join(REPO_ROOT, 'node_modules', t)));
+  for (const dep of [...deps, ...typed]) {
     mkdirSync(path.dirname(path.join(nm, dep)), { recursive: true });
     symlinkSync(path.join(REPO_ROOT, 'node_modules', dep), path.join(nm, dep));
   }

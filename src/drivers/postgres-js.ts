@@ -1,0 +1,29 @@
+import { dollarPlaceholders, type SqlExecutor } from '../dialects/sql.js';
+
+/** The part of a postgres.js `sql` idlease uses (postgres is an optional peer dependency: no import). */
+export interface PostgresJsSql {
+  (...args: never[]): unknown;
+  unsafe(query: string, parameters: unknown[], options: { prepare: boolean }): { values(): PromiseLike<unknown[][] & { count: number }> };
+  readonly options?: { readonly prepare?: boolean };
+}
+
+export function isPostgresJs(x: unknown): x is PostgresJsSql {
+  const f = x as { unsafe?: unknown; begin?: unknown } | null;
+  return typeof x === 'function' && typeof f!.unsafe === 'function' && typeof f!.begin === 'function';
+}
+
+/**
+ * Rows as arrays (`.values()`), so a `transform: postgres.camel` setting cannot rename
+ * max_id; int8 is cast to text in the statement. Prepared statements follow the client's
+ * own `prepare` setting (off behind PgBouncer in transaction mode).
+ */
+export function postgresJsExecutor(sql: PostgresJsSql): SqlExecutor {
+  const prepare = sql.options?.prepare !== false;
+  return Object.freeze({
+    flavor: 'postgres' as const,
+    async run(text: string, values: readonly (string | number)[]) {
+      const rows = await sql.unsafe(dollarPlaceholders(text), [...values], { prepare }).values();
+      return { rows, affected: rows.count };
+    },
+  });
+}
