@@ -17,9 +17,17 @@ import { connectionProblem, type ConnectionProblem } from '../dialects/connectio
 import { IdleaseError, isIdleaseError } from '../errors.js';
 import { backoffMs } from '../backoff.js';
 import { isExhausted, refuseReason, resolveServerSet } from './config.js';
+import { privateKnexFor } from '../drivers/private-knex.js';
 
 export interface TicketServerOptions {
-  readonly knex: Knex;
+  /** The server, as a Knex instance. Either this or `pool`. */
+  readonly knex?: Knex;
+  /**
+   * The server, as a pool the app already has (mysql2, pg, postgres.js): idlease opens its own
+   * connections with the same settings (up to connectionsPerServer) and never uses the pool's —
+   * the ticket pair is session state that must not reach the app's own inserts. Closed by close().
+   */
+  readonly pool?: unknown;
   /** This server's residue: it issues IDs ≡ offset (mod increment). 1..increment. */
   readonly offset: number;
   /** Label for status() and errors. Default `server<offset>`. */
@@ -203,23 +211,45 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
   const backoffMaxMs = positiveInt(options.backoffMaxMs, 'backoffMaxMs', 5000);
   const connectionsPerServer = positiveInt(options.connectionsPerServer, 'connectionsPerServer', 8);
 
-  const servers: Server[] = options.servers.map((s, i) => {
-    if (!s.knex || typeof s.knex.raw !== 'function') {
-      throw new IdleaseError('BAD_CONFIG', `servers[${i}].knex must be a Knex instance (idlease.connect(url) makes one).`);
+  // Knex instances made here from a server's `pool`: ours to destroy on close (or on a bad option below).
+  const owned: Knex[] = [];
+  const knexOf = (s: TicketServerOptions, i: number): Knex => {
+    if (s.pool !== undefined && s.knex !== undefined) {
+      throw new IdleaseError('BAD_CONFIG', `servers[${i}] has both knex and pool: give one.`);
     }
-    const flavor = flavorOf(s.knex);
+    if (s.pool !== undefined) {
+      const k = privateKnexFor(s.pool, `servers[${i}].pool`, connectionsPerServer);
+      owned.push(k);
+      return k;
+    }
+    if (!s.knex || typeof s.knex.raw !== 'function') {
+      throw new IdleaseError('BAD_CONFIG', `servers[${i}].knex must be a Knex instance (idlease.connect(url) makes one), or give servers[${i}].pool (a mysql2, pg or postgres.js pool).`);
+    }
+    return s.knex;
+  };
+  let servers: Server[];
+  try {
+    servers = options.servers.map((s, i) => makeServer(s, i));
+  } catch (err) {
+    void Promise.all(owned.map((k) => k.destroy().catch(() => undefined)));
+    throw err;
+  }
+
+  function makeServer(s: TicketServerOptions, i: number): Server {
+    const knex = knexOf(s, i);
+    const flavor = flavorOf(knex);
     if (schema !== undefined && !isPostgres(flavor)) {
       throw new IdleaseError('BAD_CONFIG', 'schema applies to PostgreSQL only; on MySQL the connection’s database is used.');
     }
     const ref = { schema, sequence };
     const source =
       flavor === 'mysql'
-        ? mysqlTicketSource(s.knex, ref, { increment, offset: s.offset }, {
+        ? mysqlTicketSource(knex, ref, { increment, offset: s.offset }, {
             maxConnections: connectionsPerServer,
             connectTimeoutMs: statementTimeoutMs,
             lockWaitTimeoutS: Math.max(1, Math.floor(statementTimeoutMs / 2000)),
           })
-        : postgresTicketSource(s.knex, flavor, ref);
+        : postgresTicketSource(knex, flavor, ref);
     return {
       name: s.name ?? `server${s.offset}`,
       source,
@@ -238,7 +268,7 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
       configError: undefined,
       verified: false,
     };
-  });
+  }
 
   let closed = false;
   let rr = 0;
@@ -497,6 +527,7 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
       for (const s of servers) clearTimeout(s.probeTimer);
       notifyHealth();
       await Promise.all(servers.map((s) => s.source.close()));
+      await Promise.all(owned.map((k) => k.destroy()));
     },
   });
 }
