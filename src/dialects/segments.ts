@@ -1,10 +1,10 @@
 /** SQL for the segment table: DDL here; the lease and admin statements sit beside it. */
 import type { Knex } from 'knex';
 import { retryConflicts } from './conflicts.js';
-import { isMissingTable } from './missing-object.js';
+import { isMissingTable, legacyLayoutHint } from './missing-object.js';
 import { IdleaseError } from '../errors.js';
 import { MAX_INT64, toBigInt } from '../ids.js';
-import { type Flavor, qualified, quoteIdent } from './detect.js';
+import { type Flavor, ownObject, ownObjectName, quoteIdent } from './detect.js';
 import { affectedRows, rowsOf } from './results.js';
 
 export interface SegmentTableRef {
@@ -13,7 +13,7 @@ export interface SegmentTableRef {
 }
 
 export function segmentTableDdl(flavor: Flavor, ref: SegmentTableRef): { up: string[]; down: string[] } {
-  const t = qualified(flavor, ref.schema, ref.table);
+  const t = ownObject(flavor, ref.schema, ref.table);
   if (flavor === 'mysql') {
     return {
       up: [
@@ -72,7 +72,7 @@ interface Target {
 }
 
 function table(t: Target): string {
-  return qualified(t.flavor, t.ref.schema, t.ref.table);
+  return ownObject(t.flavor, t.ref.schema, t.ref.table);
 }
 
 
@@ -81,7 +81,8 @@ export function translateSegmentError(err: unknown, t: Target): unknown {
   if (isMissingTable(err)) {
     return new IdleaseError(
       'NOT_MIGRATED',
-      `The segment table ${t.ref.schema ? t.ref.schema + '.' : ''}${t.ref.table} does not exist. Run \`idlease migrate\` (or migrate(knex)) first.`,
+      `The segment table ${ownObjectName(t.flavor, t.ref.schema, t.ref.table)} does not exist. Run \`idlease migrate\` (or migrate(knex)) first.` +
+        legacyLayoutHint(t.flavor !== 'mysql' && t.ref.schema === undefined),
       { cause: err },
     );
   }
