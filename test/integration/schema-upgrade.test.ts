@@ -1,0 +1,164 @@
+/**
+ * Issue 16: a database migrated by idlease 0.1 (everything in public) upgraded to the schema of
+ * idlease's own: no row lost, no ID handed out twice, nothing re-run, nothing left in public,
+ * and the result equal to a fresh install. Allocators pointed at a database not yet moved fail
+ * with NOT_MIGRATED and create nothing; two migrators at once move it once.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Knex } from 'knex';
+import { createTestDb, type TestDb, type TestFlavor } from '../helpers/db.js';
+import { schemaSnapshot } from '../helpers/schema-snapshot.js';
+import { installLegacyV1, LEGACY_V1_OPTIONS } from '../fixtures/legacy-public-v1.js';
+import { migrate } from '../../src/migrations/migrate.js';
+import { addTag, createSegmentAllocator, createSnowflakeAllocator, createTicketAllocator, isIdleaseError } from '../../src/index.js';
+import { createKnexWorkerIdStore, newHolder } from '../../src/snowflake/worker-store.js';
+import { up as segmentsFileUp } from '../../migrations/20261122000001_segments.js';
+
+const MOVED = ['idlease_migrations', 'idlease_migrations_lock', 'idlease_segments', 'idlease_ticket_schemes', 'idlease_tickets_default', 'idlease_workers'];
+
+async function rows(knex: Knex, sql: string, bindings: readonly Knex.RawBinding[] = []): Promise<Array<Record<string, unknown>>> {
+  return ((await knex.raw(sql, bindings)) as { rows: Array<Record<string, unknown>> }).rows;
+}
+
+/** Relations of `schema` whose name starts with idlease (tables, sequences, indexes). */
+async function idleaseRelations(knex: Knex, schema: string): Promise<string[]> {
+  const r = await rows(knex, `SELECT c.relname::text AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = ? AND c.relname LIKE 'idlease%' ORDER BY 1`, [schema]);
+  return r.map((x) => String(x.name));
+}
+
+async function segmentRows(knex: Knex, schema: string): Promise<Array<Record<string, unknown>>> {
+  return rows(knex, `SELECT tag, max_id::text AS max_id, step FROM "${schema}".idlease_segments ORDER BY tag`);
+}
+
+/** An 0.1 install that has been used: two tags leased, tickets drawn, a worker id held. */
+async function usedLegacyInstall(knex: Knex): Promise<{ maxIds: Map<string, bigint>; lastTicket: bigint; holderToken: string }> {
+  await installLegacyV1(knex);
+  // schema: 'public' issues exactly the statements 0.1 did against its unqualified tables.
+  await addTag(knex, { tag: 'order', schema: 'public', step: 100 });
+  await addTag(knex, { tag: 'user', schema: 'public', start: 5_000_000_000n });
+  for (const tag of ['order', 'user']) {
+    const a = createSegmentAllocator({ knex, tag, schema: 'public', minStep: 100, maxStep: 100, preloadMs: 0 });
+    await a.nextBatch(250);
+    // close() gives the unused tail back: the row ends at the last ID handed out.
+    await a.close();
+  }
+  const t = createTicketAllocator({ servers: [{ knex, offset: 1 }], schema: 'public' });
+  let lastTicket = 0n;
+  for (let i = 0; i < 5; i++) lastTicket = await t.next();
+  await t.close();
+  const holder = newHolder();
+  const claim = await createKnexWorkerIdStore(knex, { schema: 'public', table: 'idlease_workers' }).claim('g', 3, holder, 600_000);
+  expect(claim?.workerId).toBe(0);
+  const maxIds = new Map((await segmentRows(knex, 'public')).map((r) => [String(r.tag), BigInt(String(r.max_id))]));
+  return { maxIds, lastTicket, holderToken: holder.token };
+}
+
+describe.each(['postgres', 'pglite'] as TestFlavor[])('upgrading an idlease 0.1 install on %s', (flavor) => {
+  let old: TestDb;
+  let fresh: TestDb;
+  beforeAll(async () => {
+    [old, fresh] = await Promise.all([createTestDb(flavor, 'schema_up_old'), createTestDb(flavor, 'schema_up_new')]);
+  });
+  afterAll(async () => {
+    await Promise.all([old?.drop(), fresh?.drop()]);
+  });
+
+  it('moves every row into schema idlease, reissues nothing, re-runs nothing, leaves public clean, equals a fresh install', { timeout: 60_000 }, async () => {
+    const before = await usedLegacyInstall(old.knex);
+    const recorded = (await rows(old.knex, 'SELECT name FROM public.idlease_migrations ORDER BY id')).map((r) => r.name);
+    const workersBefore = await rows(old.knex, 'SELECT worker_group, worker_id, holder_token, max_time_ms::text AS m FROM public.idlease_workers');
+    expect(before.maxIds.get('order')).toBe(250n);
+
+    // New code on a database not yet moved: loud, and creates nothing (even asked to create the tag).
+    const early = createSegmentAllocator({ knex: old.knex, tag: 'order', create: true, waitTimeoutMs: 2_000 });
+    const err = await early.next().catch((e: unknown) => e);
+    await early.close();
+    expect(isIdleaseError(err, 'NOT_MIGRATED'), String(err)).toBe(true);
+    expect((err as Error).message).toMatch(/idlease migrate/);
+    expect((err as Error).message).toMatch(/schema: 'public'/);
+    expect(await idleaseRelations(old.knex, 'idlease')).toEqual([]);
+
+    // The knex migration files cannot move it (knex reads its bookkeeping first): they refuse.
+    const refused = await segmentsFileUp(old.knex).catch((e: unknown) => e);
+    expect(isIdleaseError(refused, 'MIGRATION_FAILED'), String(refused)).toBe(true);
+    expect((refused as Error).message).toMatch(/public\.idlease_segments.*idlease migrate/);
+    expect(await idleaseRelations(old.knex, 'idlease')).toEqual([]);
+
+    const result = await migrate(old.knex, LEGACY_V1_OPTIONS);
+    expect(result.applied).toEqual([]);
+    expect(result.moved.map((m) => m.to)).toEqual(MOVED.map((n) => `idlease.${n}`));
+    expect(result.moved.map((m) => m.from)).toEqual(MOVED.map((n) => `public.${n}`));
+
+    // Rows: same tags, same max_id; the bookkeeping and the worker lease came along.
+    expect(await segmentRows(old.knex, 'idlease')).toEqual([...before.maxIds].map(([tag, max]) => ({ tag, max_id: String(max), step: tag === 'order' ? 100 : 1000 })));
+    expect((await rows(old.knex, 'SELECT name FROM idlease.idlease_migrations ORDER BY id')).map((r) => r.name)).toEqual(recorded);
+    expect(await rows(old.knex, 'SELECT worker_group, worker_id, holder_token, max_time_ms::text AS m FROM idlease.idlease_workers')).toEqual(workersBefore);
+    // Nothing of idlease's is left in public but next_id()'s sequence, which stays where the user put it.
+    expect(await idleaseRelations(old.knex, 'public')).toEqual(['idlease_next_id_seq']);
+
+    // No ID handed out twice: every tag continues above its old max_id.
+    for (const [tag, max] of before.maxIds) {
+      const a = createSegmentAllocator({ knex: old.knex, tag });
+      const ids = await a.nextBatch(10);
+      await a.close();
+      expect(ids[0]).toBe(max + 1n);
+    }
+    const t = createTicketAllocator({ servers: [{ knex: old.knex, offset: 1 }] });
+    expect(await t.next()).toBe(before.lastTicket + 1n);
+    await t.close();
+    // The worker id claimed before the move is still held: a new allocator takes the next one.
+    const s = createSnowflakeAllocator({ knex: old.knex, group: 'g', leaseTtlMs: 5_000 });
+    await s.next();
+    expect(s.workerId).toBe(1);
+    await s.close();
+    // The old holder, still pointed at public, fails loudly instead of working on a stale table.
+    const stale = await createKnexWorkerIdStore(old.knex, { schema: 'public', table: 'idlease_workers' })
+      .renew('g', 0, before.holderToken, 600_000, 0n).catch((e: unknown) => e);
+    expect(isIdleaseError(stale, 'NOT_MIGRATED'), String(stale)).toBe(true);
+
+    // Idempotent, and the knex files now find their tables where they belong.
+    expect(await migrate(old.knex, LEGACY_V1_OPTIONS)).toEqual({ applied: [], moved: [], direction: 'up' });
+    await segmentsFileUp(old.knex);
+
+    // The structure equals a fresh install with the same options (catalog snapshot).
+    await migrate(fresh.knex, LEGACY_V1_OPTIONS);
+    const upgraded = await schemaSnapshot(old.knex, flavor);
+    // The comparison must see the moved objects themselves, or equality would prove nothing.
+    const seen = JSON.stringify(upgraded);
+    for (const name of [...MOVED, 'idlease_migrations_id_seq', 'next_id']) expect(seen).toContain(name);
+    expect(upgraded).toEqual(await schemaSnapshot(fresh.knex, flavor));
+  });
+});
+
+describe('two migrators at once on an idlease 0.1 install (PostgreSQL)', () => {
+  let db: TestDb;
+  beforeAll(async () => { db = await createTestDb('postgres', 'schema_up_race'); });
+  afterAll(async () => { await db?.drop(); });
+
+  it('one moves, the others wait and find nothing to do; no row lost', { timeout: 60_000 }, async () => {
+    const before = await usedLegacyInstall(db.knex);
+    const others = [db.another(), db.another(), db.another()];
+    const results = await Promise.all([db.knex, ...others].map((k) => migrate(k, LEGACY_V1_OPTIONS)));
+    const moved = results.filter((r) => r.moved.length > 0);
+    expect(moved).toHaveLength(1);
+    expect(moved[0]!.moved.map((m) => m.to)).toEqual(MOVED.map((n) => `idlease.${n}`));
+    expect(results.flatMap((r) => r.applied)).toEqual([]);
+    expect(await segmentRows(db.knex, 'idlease')).toEqual([...before.maxIds].map(([tag, max]) => ({ tag, max_id: String(max), step: tag === 'order' ? 100 : 1000 })));
+    expect(await idleaseRelations(db.knex, 'public')).toEqual(['idlease_next_id_seq']);
+  });
+});
+
+describe("schema: 'public' keeps an idlease 0.1 install where it is (PostgreSQL)", () => {
+  let db: TestDb;
+  beforeAll(async () => { db = await createTestDb('postgres', 'schema_keep'); });
+  afterAll(async () => { await db?.drop(); });
+
+  it('moves nothing, re-runs nothing, and allocators with the same option go on above the old max', { timeout: 60_000 }, async () => {
+    const before = await usedLegacyInstall(db.knex);
+    expect(await migrate(db.knex, { ...LEGACY_V1_OPTIONS, schema: 'public' })).toEqual({ applied: [], moved: [], direction: 'up' });
+    expect(await idleaseRelations(db.knex, 'idlease')).toEqual([]);
+    const a = createSegmentAllocator({ knex: db.knex, tag: 'order', schema: 'public' });
+    expect(await a.next()).toBe(before.maxIds.get('order')! + 1n);
+    await a.close();
+  });
+});
