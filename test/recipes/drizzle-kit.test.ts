@@ -22,12 +22,17 @@ interface Plan {
   readonly output: string;
 }
 
+interface PushRun {
+  readonly code: number | null;
+  readonly output: string;
+}
+
 /** `drizzle-kit push` with stdin closed: the plan is printed, the confirmation prompt cannot run. */
-function pushPlan(url: string, schemaFile: string): Promise<Plan> {
+function runPush(dialect: 'postgresql' | 'mysql', url: string, schemaFile: string, extra: string[] = []): Promise<PushRun> {
   return new Promise((resolve, reject) => {
     const child = spawn(
       process.execPath,
-      [DRIZZLE_KIT, 'push', '--dialect', 'postgresql', '--schema', `./test/recipes/drizzle/${schemaFile}`, '--url', url, '--verbose', '--strict'],
+      [DRIZZLE_KIT, 'push', '--dialect', dialect, '--schema', `./test/recipes/drizzle/${schemaFile}`, '--url', url, '--verbose', '--strict', ...extra],
       { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FORCE_COLOR: '0', NO_COLOR: '1' } },
     );
     let output = '';
@@ -35,26 +40,27 @@ function pushPlan(url: string, schemaFile: string): Promise<Plan> {
     child.stderr.on('data', (d: Buffer) => (output += d.toString()));
     const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
     child.once('error', reject);
-    child.once('close', () => {
+    child.once('close', (code) => {
       clearTimeout(timer);
-      // No plan and no "no changes": drizzle-kit did not get as far as comparing. Say why
-      // rather than pass on an empty plan.
-      const pulled = /Pulling schema from database/.test(output);
-      const none = /No changes detected/.test(output);
-      const planned = /You are about to execute/.test(output);
-      if (!pulled || (!none && !planned)) {
-        reject(new Error(`drizzle-kit push did not print a plan (is drizzle-kit installed? npm ci). Its output:\n${output}`));
-        return;
-      }
-      const statements = none ? [] : output.split('\n').map((l) => l.trim()).filter((l) => /^(CREATE|ALTER|DROP|COMMENT|TRUNCATE|INSERT|UPDATE|DELETE)\b/i.test(l));
-      if (planned && statements.length === 0) {
-        reject(new Error(`drizzle-kit push announced statements but none could be read from its output:\n${output}`));
-        return;
-      }
-      resolve({ statements, output });
+      resolve({ code, output });
     });
   });
 }
+
+/** The statements of a printed plan; a run that printed none (nor "No changes") fails with its output. */
+function planOf(run: PushRun): Plan {
+  const { output } = run;
+  const none = /No changes detected/.test(output);
+  const planned = /You are about to execute/.test(output);
+  if (!/Pulling schema from database/.test(output) || (!none && !planned)) {
+    throw new Error(`drizzle-kit push did not print a plan (exit ${String(run.code)}; is drizzle-kit installed? npm ci). Its output:\n${output}`);
+  }
+  const statements = none ? [] : output.split('\n').map((l) => l.trim()).filter((l) => /^(CREATE|ALTER|DROP|COMMENT|TRUNCATE|INSERT|UPDATE|DELETE)\b/i.test(l));
+  if (planned && statements.length === 0) throw new Error(`drizzle-kit push announced statements but none could be read from its output:\n${output}`);
+  return { statements, output };
+}
+
+const pushPlan = async (url: string, schemaFile: string): Promise<Plan> => planOf(await runPush('postgresql', url, schemaFile));
 
 async function createOrders(db: TestDb, nextId: string): Promise<void> {
   await db.knex.raw(`CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT ${nextId}, note text NOT NULL)`);
@@ -102,6 +108,45 @@ describe('drizzle-kit push on a database with idlease (PostgreSQL)', () => {
     const dropped = plan.statements.filter((s) => /^DROP TABLE/i.test(s)).join('\n');
     for (const table of ['idlease_migrations', 'idlease_migrations_lock', 'idlease_segments', 'idlease_workers', 'idlease_ticket_schemes']) {
       expect(dropped, plan.output).toContain(`"${table}"`);
+    }
+  });
+});
+
+/**
+ * MySQL/MariaDB: a schema is a database, so idlease's tables sit beside the app's unless they
+ * get a database of their own. What is checked here is what docs/schema.md recommends.
+ */
+describe('drizzle-kit push on MariaDB', () => {
+  let app: TestDb;
+  let ids: TestDb;
+  let shared: TestDb;
+  beforeAll(async () => {
+    [app, ids, shared] = await Promise.all([createTestDb('mysql', 'dk_app'), createTestDb('mysql', 'dk_ids'), createTestDb('mysql', 'dk_shared')]);
+    const orders = 'CREATE TABLE orders (id bigint NOT NULL PRIMARY KEY, note text NOT NULL)';
+    await app.knex.raw(orders);
+    await migrate(ids.knex, { segments: true, tickets: true, workers: true });
+    await shared.knex.raw(orders);
+    await migrate(shared.knex, { segments: true, tickets: true, workers: true });
+  });
+  afterAll(async () => {
+    await Promise.all([app?.drop(), ids?.drop(), shared?.drop()]);
+  });
+
+  it('idlease in a database of its own: the plan for the app database names no idlease object', { timeout: 30_000 }, async () => {
+    const plan = planOf(await runPush('mysql', app.url, 'orders-mysql.ts'));
+    // drizzle-kit 0.31 misreads MariaDB's primary keys and plans to re-add orders' own; that is
+    // its business. None of the statements may touch idlease.
+    expect(plan.statements.filter((s) => /idlease/i.test(s)), plan.output).toEqual([]);
+  });
+
+  it("idlease beside the app's tables: drizzle-kit 0.31 cannot read the database at all (tablesFilter or not)", { timeout: 30_000 }, async () => {
+    // Its CHECK-constraint query reads information_schema columns by upper-case name, which
+    // MariaDB does not return, and ignores tablesFilter: idlease's CHECKs make it exit 1 with no
+    // message. If this starts passing, drizzle-kit was fixed: update docs/schema.md.
+    for (const extra of [[], ['--tablesFilter', '!idlease_*']]) {
+      const run = await runPush('mysql', shared.url, 'orders-mysql.ts', extra);
+      expect(run.code, run.output).toBe(1);
+      expect(run.output).not.toMatch(/You are about to execute|No changes detected/);
     }
   });
 });
