@@ -60,9 +60,10 @@ export async function dropTable(knex: Knex, schema: string, table: string): Prom
 }
 
 /**
- * Move one relation. Its rows, indexes, constraints and owned sequences go with it and keep
- * their OIDs, so a statement that had already resolved the table before the move (an old
- * process's lease waiting for the lock) still writes into the moved table.
+ * Move one relation: its rows, indexes, constraints and owned sequences go with it. The
+ * ACCESS EXCLUSIVE lock waits for statements running on it; one that queues behind the move
+ * looks the name up again once it gets the lock (PostgreSQL retries the lookup after
+ * invalidations) and, by the old name, finds nothing: a missing table, never a stale one.
  */
 export async function setSchema(knex: Knex, from: string, name: string, kind: RelationKind, to: string): Promise<void> {
   await knex.raw(`ALTER ${kind === 'sequence' ? 'SEQUENCE' : 'TABLE'} ${qualified('postgres', from, name)} SET SCHEMA ${qualified('postgres', undefined, to)}`);

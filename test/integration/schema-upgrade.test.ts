@@ -148,6 +148,39 @@ describe('two migrators at once on an idlease 0.1 install (PostgreSQL)', () => {
   });
 });
 
+describe('a 0.1 process leasing during the move (PostgreSQL)', () => {
+  let db: TestDb;
+  beforeAll(async () => { db = await createTestDb('postgres', 'schema_up_queue'); });
+  afterAll(async () => { await db?.drop(); });
+
+  async function waiting(): Promise<number> {
+    return Number((await rows(db.knex, 'SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted'))[0]!.n);
+  }
+  async function until(check: () => Promise<boolean>): Promise<void> {
+    for (let i = 0; i < 500 && !(await check()); i++) await new Promise((r) => setTimeout(r, 10));
+    expect(await check()).toBe(true);
+  }
+
+  it('a lease queued behind the move fails with NOT_MIGRATED instead of writing anywhere; the move keeps every row', { timeout: 60_000 }, async () => {
+    const before = await usedLegacyInstall(db.knex);
+    // A transaction on the old table holds the move at its ALTER TABLE…
+    const blocker = await db.another().transaction();
+    await blocker.raw('SELECT max_id FROM public.idlease_segments WHERE tag = ? FOR UPDATE', ['order']);
+    const moving = migrate(db.another(), LEGACY_V1_OPTIONS);
+    await until(async () => (await waiting()) === 1);
+    // …and a lease as 0.1 issues it (unqualified, found in public) queues behind the move.
+    const old = createSegmentAllocator({ knex: db.another(), tag: 'order', schema: 'public', waitTimeoutMs: 10_000, statementTimeoutMs: 10_000 });
+    const lease = old.next().then(() => undefined, (e: unknown) => e);
+    await until(async () => (await waiting()) === 2);
+    await blocker.commit();
+    expect((await moving).moved.length).toBe(MOVED.length);
+    const err = await lease;
+    await old.close();
+    expect(isIdleaseError(err, 'NOT_MIGRATED'), String(err)).toBe(true);
+    expect(await segmentRows(db.knex, 'idlease')).toEqual([...before.maxIds].map(([tag, max]) => ({ tag, max_id: String(max), step: tag === 'order' ? 100 : 1000 })));
+  });
+});
+
 describe("schema: 'public' keeps an idlease 0.1 install where it is (PostgreSQL)", () => {
   let db: TestDb;
   beforeAll(async () => { db = await createTestDb('postgres', 'schema_keep'); });
