@@ -5,7 +5,7 @@
  */
 import type { Knex } from 'knex';
 import { nextIdLockKey, NEXT_ID_LOCK_CLASS } from './next-id.js';
-import { qualified } from './detect.js';
+import { createSchemaSql, qualified } from './detect.js';
 import { rowsOf } from './results.js';
 
 export type RelationKind = 'table' | 'sequence';
@@ -18,6 +18,16 @@ export type RelationKind = 'table' | 'sequence';
 export async function lockRelocation(trx: Knex.Transaction, timeoutMs: number): Promise<void> {
   await trx.raw(`SET LOCAL lock_timeout = ${Math.max(1, Math.ceil(timeoutMs))}`);
   await trx.raw('SELECT pg_catalog.pg_advisory_xact_lock(?, ?)', [NEXT_ID_LOCK_CLASS, nextIdLockKey('idlease relocate')]);
+}
+
+/**
+ * Create the schema unless it exists. Looked up first because CREATE SCHEMA IF NOT EXISTS
+ * checks the CREATE privilege on the database before it checks existence: a role that may
+ * not create schemas could not migrate into one a DBA made for it.
+ */
+export async function ensureSchema(knex: Knex, schema: string): Promise<void> {
+  const res = await knex.raw('SELECT 1 AS one FROM pg_catalog.pg_namespace WHERE nspname = ?', [schema]);
+  if (rowsOf('postgres', res).length === 0) await knex.raw(createSchemaSql('postgres', schema));
 }
 
 /** Where unqualified CREATE TABLE went: the first schema of the search path that exists. */

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
-import { createSchemaSql, flavorOf, isPostgres } from '../dialects/detect.js';
-import { currentSchema, relationsIn } from '../dialects/relocate.js';
+import { flavorOf, isPostgres } from '../dialects/detect.js';
+import { currentSchema, ensureSchema, relationsIn } from '../dialects/relocate.js';
 import { IdleaseError } from '../errors.js';
 import { planMigrations, type MigrateOptions } from './migrate.js';
 import { objectsOfMigration } from './relocate.js';
@@ -24,7 +24,7 @@ export function knexFileMigration(options: Omit<MigrateOptions, 'direction' | 'l
     async up(knex) {
       const p = plan(knex);
       if (p.schema !== undefined && isPostgres(p.flavor)) {
-        await knex.raw(createSchemaSql(p.flavor, p.schema));
+        await ensureSchema(knex, p.schema);
         await refuseBesideOlderInstall(knex, p.schema, p.migrations);
       }
       for (const m of p.migrations) await m.up(knex);

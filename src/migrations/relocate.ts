@@ -6,9 +6,8 @@
  * the old install recorded, rows and all, before knex looks.
  */
 import type { Knex } from 'knex';
-import { createSchemaSql } from '../dialects/detect.js';
 import {
-  currentSchema, dropTable, isEmptyTable, lockRelocation, migrationLockHeld, recordedMigrations, relationsIn, setSchema,
+  currentSchema, dropTable, ensureSchema, isEmptyTable, lockRelocation, migrationLockHeld, recordedMigrations, relationsIn, setSchema,
 } from '../dialects/relocate.js';
 import { SCHEME_TABLE, ticketObjectName } from '../dialects/tickets.js';
 import { IdleaseError } from '../errors.js';
@@ -59,8 +58,8 @@ export async function relocateLegacyInstall(
   const lockTable = `${migrationsTable}_lock`;
   return knex.transaction(async (trx) => {
     await lockRelocation(trx, opts.lockTimeoutMs);
-    // Under the lock: concurrent CREATE SCHEMA IF NOT EXISTS can still collide on the catalog.
-    await trx.raw(createSchemaSql('postgres', schema));
+    // Under the lock: two processes creating the schema at once would collide on the catalog.
+    await ensureSchema(trx, schema);
     const from = await currentSchema(trx);
     if (from === undefined || from === schema) return undefined;
     if (!(await relationsIn(trx, from, [migrationsTable])).has(migrationsTable)) return undefined;

@@ -6,7 +6,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Knex } from 'knex';
+import { randomBytes } from 'node:crypto';
 import { createTestDb, type TestDb, type TestFlavor } from '../helpers/db.js';
+import { connect } from '../../src/connect.js';
 import { schemaSnapshot } from '../helpers/schema-snapshot.js';
 import { installLegacyV1, LEGACY_V1_OPTIONS } from '../fixtures/legacy-public-v1.js';
 import { migrate } from '../../src/migrations/migrate.js';
@@ -193,5 +195,34 @@ describe("schema: 'public' keeps an idlease 0.1 install where it is (PostgreSQL)
     const a = createSegmentAllocator({ knex: db.knex, tag: 'order', schema: 'public' });
     expect(await a.next()).toBe(before.maxIds.get('order')! + 1n);
     await a.close();
+  });
+});
+
+describe('a role that may not create schemas (PostgreSQL)', () => {
+  let db: TestDb;
+  const role = `idl_noschema_${randomBytes(4).toString('hex')}`;
+  beforeAll(async () => { db = await createTestDb('postgres', 'schema_role'); });
+  afterAll(async () => {
+    await db?.knex.raw(`DROP OWNED BY ${role}`).catch(() => undefined);
+    await db?.drop();
+    const admin = connect(new URL('/postgres', db.url).toString(), { poolMax: 1 });
+    await admin.raw(`DROP ROLE IF EXISTS ${role}`).finally(() => admin.destroy());
+  });
+
+  it('migrates into the idlease schema a DBA created for it', { timeout: 30_000 }, async () => {
+    await db.knex.raw(`CREATE ROLE ${role} LOGIN`);
+    await db.knex.raw(`REVOKE CREATE ON DATABASE "${new URL(db.url).pathname.slice(1)}" FROM PUBLIC`);
+    const url = new URL(db.url);
+    url.username = role;
+    const app = connect(url.toString(), { poolMax: 2 });
+    try {
+      const refused = await migrate(app).catch((e: unknown) => e);
+      expect(isIdleaseError(refused, 'MIGRATION_FAILED'), String(refused)).toBe(true);
+      expect(String((refused as Error).message)).toMatch(/permission denied/);
+      await db.knex.raw(`CREATE SCHEMA idlease AUTHORIZATION ${role}`);
+      expect((await migrate(app)).applied).toEqual(['segments:idlease_segments']);
+    } finally {
+      await app.destroy();
+    }
   });
 });
