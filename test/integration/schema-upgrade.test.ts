@@ -11,10 +11,10 @@ import { createTestDb, type TestDb, type TestFlavor } from '../helpers/db.js';
 import { connect } from '../../src/connect.js';
 import { schemaSnapshot } from '../helpers/schema-snapshot.js';
 import { installLegacyV1, LEGACY_V1_OPTIONS } from '../fixtures/legacy-public-v1.js';
-import { migrate } from '../../src/migrations/migrate.js';
+import { migrate, unlockMigrations } from '../../src/migrations/migrate.js';
 import { addTag, createSegmentAllocator, createSnowflakeAllocator, createTicketAllocator, isIdleaseError } from '../../src/index.js';
 import { createKnexWorkerIdStore, newHolder } from '../../src/snowflake/worker-store.js';
-import { up as segmentsFileUp } from '../../migrations/20261122000001_segments.js';
+import { up as segmentsFileUp, down as segmentsFileDown } from '../../migrations/20261122000001_segments.js';
 
 const MOVED = ['idlease_migrations', 'idlease_migrations_lock', 'idlease_segments', 'idlease_ticket_schemes', 'idlease_tickets_default', 'idlease_workers'];
 
@@ -224,5 +224,43 @@ describe('a role that may not create schemas (PostgreSQL)', () => {
     } finally {
       await app.destroy();
     }
+  });
+});
+
+describe('the knex CLI and a crashed 0.1 migration meet the move (PostgreSQL)', () => {
+  let db: TestDb;
+  beforeAll(async () => { db = await createTestDb('postgres', 'schema_up_knex'); });
+  afterAll(async () => { await db?.drop(); });
+
+  it('knex files refuse beside 0.1 and leave empty bookkeeping; a held 0.1 lock stops the move until --unlock; then it moves', { timeout: 60_000 }, async () => {
+    const before = await usedLegacyInstall(db.knex);
+    // A knexfile with schemaName: 'idlease' (schema created by hand, as knex needs): knex makes
+    // its empty bookkeeping there, then the first file refuses.
+    await db.knex.raw('CREATE SCHEMA idlease');
+    const source = {
+      getMigrations: () => Promise.resolve(['20261122000001_segments.ts']),
+      getMigrationName: (n: string) => n,
+      getMigration: () => Promise.resolve({ up: segmentsFileUp, down: segmentsFileDown }),
+    };
+    const refused = await db.knex.migrate.latest({ tableName: 'idlease_migrations', schemaName: 'idlease', migrationSource: source, disableMigrationsListValidation: true }).catch((e: unknown) => e);
+    expect(String((refused as Error)?.message)).toMatch(/idlease migrate/);
+    expect(await idleaseRelations(db.knex, 'idlease')).toContain('idlease_migrations');
+    expect(await idleaseRelations(db.knex, 'idlease')).not.toContain('idlease_segments');
+
+    // A 0.1 migration that crashed holding its lock: the move waits, then gives up naming --unlock.
+    await db.knex.raw('UPDATE public.idlease_migrations_lock SET is_locked = 1');
+    const stuck = await migrate(db.knex, { ...LEGACY_V1_OPTIONS, lockTimeoutMs: 300 }).catch((e: unknown) => e);
+    expect(isIdleaseError(stuck, 'MIGRATION_FAILED'), String(stuck)).toBe(true);
+    expect((stuck as Error).message).toMatch(/--unlock/);
+    expect(await idleaseRelations(db.knex, 'public')).toContain('idlease_segments');
+
+    await unlockMigrations(db.knex);
+    const result = await migrate(db.knex, LEGACY_V1_OPTIONS);
+    expect(result.moved.map((m) => m.to)).toEqual(MOVED.map((n) => `idlease.${n}`));
+    expect(result.applied).toEqual([]);
+    expect(await segmentRows(db.knex, 'idlease')).toEqual([...before.maxIds].map(([tag, max]) => ({ tag, max_id: String(max), step: tag === 'order' ? 100 : 1000 })));
+    // The knex CLI now finds the tables where it installs them.
+    await db.knex.migrate.latest({ tableName: 'idlease_migrations', schemaName: 'idlease', migrationSource: source, disableMigrationsListValidation: true });
+    expect(await segmentRows(db.knex, 'idlease')).toHaveLength(2);
   });
 });
