@@ -32,6 +32,11 @@ async function segmentRows(knex: Knex, schema: string): Promise<Array<Record<str
   return rows(knex, `SELECT tag, max_id::text AS max_id, step FROM "${schema}".idlease_segments ORDER BY tag`);
 }
 
+/** Every tag is in schema idlease with its max_id and step exactly as they were in public. */
+async function expectRowsKept(knex: Knex, maxIds: ReadonlyMap<string, bigint>): Promise<void> {
+  expect(await segmentRows(knex, 'idlease')).toEqual([...maxIds].map(([tag, max]) => ({ tag, max_id: String(max), step: tag === 'order' ? 100 : 1000 })));
+}
+
 /** An 0.1 install that has been used: two tags leased, tickets drawn, a worker id held. */
 async function usedLegacyInstall(knex: Knex): Promise<{ maxIds: Map<string, bigint>; lastTicket: bigint; holderToken: string }> {
   await installLegacyV1(knex);
@@ -92,7 +97,7 @@ describe.each(['postgres', 'pglite'] as TestFlavor[])('upgrading an idlease 0.1 
     expect(result.moved.map((m) => m.from)).toEqual(MOVED.map((n) => `public.${n}`));
 
     // Rows: same tags, same max_id; the bookkeeping and the worker lease came along.
-    expect(await segmentRows(old.knex, 'idlease')).toEqual([...before.maxIds].map(([tag, max]) => ({ tag, max_id: String(max), step: tag === 'order' ? 100 : 1000 })));
+    await expectRowsKept(old.knex, before.maxIds);
     expect((await rows(old.knex, 'SELECT name FROM idlease.idlease_migrations ORDER BY id')).map((r) => r.name)).toEqual(recorded);
     expect(await rows(old.knex, 'SELECT worker_group, worker_id, holder_token, max_time_ms::text AS m FROM idlease.idlease_workers')).toEqual(workersBefore);
     // Nothing of idlease's is left in public but next_id()'s sequence, which stays where the user put it.
@@ -145,7 +150,7 @@ describe('two migrators at once on an idlease 0.1 install (PostgreSQL)', () => {
     expect(moved).toHaveLength(1);
     expect(moved[0]!.moved.map((m) => m.to)).toEqual(MOVED.map((n) => `idlease.${n}`));
     expect(results.flatMap((r) => r.applied)).toEqual([]);
-    expect(await segmentRows(db.knex, 'idlease')).toEqual([...before.maxIds].map(([tag, max]) => ({ tag, max_id: String(max), step: tag === 'order' ? 100 : 1000 })));
+    await expectRowsKept(db.knex, before.maxIds);
     expect(await idleaseRelations(db.knex, 'public')).toEqual(['idlease_next_id_seq']);
   });
 });
@@ -179,7 +184,7 @@ describe('a 0.1 process leasing during the move (PostgreSQL)', () => {
     const err = await lease;
     await old.close();
     expect(isIdleaseError(err, 'NOT_MIGRATED'), String(err)).toBe(true);
-    expect(await segmentRows(db.knex, 'idlease')).toEqual([...before.maxIds].map(([tag, max]) => ({ tag, max_id: String(max), step: tag === 'order' ? 100 : 1000 })));
+    await expectRowsKept(db.knex, before.maxIds);
   });
 });
 
@@ -258,7 +263,7 @@ describe('the knex CLI and a crashed 0.1 migration meet the move (PostgreSQL)', 
     const result = await migrate(db.knex, LEGACY_V1_OPTIONS);
     expect(result.moved.map((m) => m.to)).toEqual(MOVED.map((n) => `idlease.${n}`));
     expect(result.applied).toEqual([]);
-    expect(await segmentRows(db.knex, 'idlease')).toEqual([...before.maxIds].map(([tag, max]) => ({ tag, max_id: String(max), step: tag === 'order' ? 100 : 1000 })));
+    await expectRowsKept(db.knex, before.maxIds);
     // The knex CLI now finds the tables where it installs them.
     await db.knex.migrate.latest({ tableName: 'idlease_migrations', schemaName: 'idlease', migrationSource: source, disableMigrationsListValidation: true });
     expect(await segmentRows(db.knex, 'idlease')).toHaveLength(2);
