@@ -5,6 +5,7 @@ import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { REPO_ROOT, runCli, TSX_LOADER } from '../helpers/cli.js';
+import { installLegacyV1 } from '../fixtures/legacy-public-v1.js';
 
 describe('idlease migrate (CLI) on the embedded default (PGlite)', () => {
   let dir: string;
@@ -82,5 +83,22 @@ describe.each(['mysql', 'postgres'] as const)('two idlease migrate processes at 
     expect(await own(db).hasTable('idlease_workers')).toBe(false);
     // Down removes what up created: no ticket scheme table left behind.
     expect(await own(db).hasTable('idlease_ticket_schemes')).toBe(false);
+  });
+});
+
+describe('idlease migrate (CLI) on a database an idlease 0.1 migrated (PostgreSQL)', () => {
+  let db: TestDb;
+  beforeAll(async () => { db = await createTestDb('postgres', 'cli_migrate_legacy'); });
+  afterAll(async () => { await db?.drop(); });
+
+  it('says what it moved, then that nothing is left to do', async () => {
+    await installLegacyV1(db.knex);
+    const first = await runCli(['--url', db.url, 'migrate', '--workers', '--tickets', '--next-id']);
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.stdout.split('\n')).toContain('moved public.idlease_segments to idlease.idlease_segments');
+    expect(first.stdout).toContain('moved public.idlease_migrations to idlease.idlease_migrations');
+    expect(first.stdout).not.toContain('applied');
+    const again = await runCli(['--url', db.url, 'migrate', '--json']);
+    expect(JSON.parse(again.stdout)).toEqual({ applied: [], moved: [], direction: 'up' });
   });
 });
