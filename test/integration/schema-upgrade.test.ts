@@ -83,6 +83,14 @@ describe.each(['postgres', 'pglite'] as TestFlavor[])('upgrading an idlease 0.1 
     expect(isIdleaseError(err, 'NOT_MIGRATED'), String(err)).toBe(true);
     expect((err as Error).message).toMatch(/idlease migrate/);
     expect((err as Error).message).toMatch(/schema: 'public'/);
+    const tickets = createTicketAllocator({ servers: [{ knex: old.knex, offset: 1 }] });
+    const ticketErr = await tickets.next().catch((e: unknown) => e);
+    await tickets.close();
+    expect(isIdleaseError(ticketErr, 'NOT_MIGRATED'), String(ticketErr)).toBe(true);
+    const workers = createSnowflakeAllocator({ knex: old.knex, group: 'g', leaseTtlMs: 2_000 });
+    const workerErr = await workers.next().catch((e: unknown) => e);
+    await workers.close();
+    expect(isIdleaseError(workerErr, 'NOT_MIGRATED'), String(workerErr)).toBe(true);
     expect(await idleaseRelations(old.knex, 'idlease')).toEqual([]);
 
     // The knex migration files cannot move it (knex reads its bookkeeping first): they refuse.
