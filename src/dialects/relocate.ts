@@ -54,10 +54,14 @@ export async function recordedMigrations(knex: Knex, schema: string, table: stri
   return rowsOf('postgres', res).map((r) => String(r.name));
 }
 
-/** Whether knex's lock row in `<table>` is set (a migration running, or a crashed one's leftover). */
+/**
+ * Whether knex's lock row in `<table>` is set (a migration running, or a crashed one's
+ * leftover). The row stays locked until the caller's transaction ends, so a migrator that
+ * comes after the check cannot take knex's lock under the move.
+ */
 export async function migrationLockHeld(knex: Knex, schema: string, lockTable: string): Promise<boolean> {
-  const res = await knex.raw(`SELECT 1 AS held FROM ${qualified('postgres', schema, lockTable)} WHERE is_locked = 1 LIMIT 1`);
-  return rowsOf('postgres', res).length > 0;
+  const res = await knex.raw(`SELECT is_locked FROM ${qualified('postgres', schema, lockTable)} FOR UPDATE`);
+  return rowsOf('postgres', res).some((r) => Number(r.is_locked) === 1);
 }
 
 export async function isEmptyTable(knex: Knex, schema: string, table: string): Promise<boolean> {

@@ -196,6 +196,24 @@ describe('a 0.1 process leasing during the move (PostgreSQL)', () => {
   });
 });
 
+describe('an idlease 0.1 install and a same-named table already in schema idlease (PGlite)', () => {
+  let db: TestDb;
+  beforeAll(async () => { db = await createTestDb('pglite', 'schema_up_clash'); });
+  afterAll(async () => { await db?.drop(); });
+
+  it('the move refuses, names the table, and changes nothing', { timeout: 60_000 }, async () => {
+    await installLegacyV1(db.knex);
+    await db.knex.raw('CREATE SCHEMA idlease');
+    await db.knex.raw('CREATE TABLE idlease.idlease_segments (tag text)');
+    const publicBefore = await idleaseRelations(db.knex, 'public');
+    const err = await migrate(db.knex, LEGACY_V1_OPTIONS).catch((e: unknown) => e);
+    expect(isIdleaseError(err, 'MIGRATION_FAILED'), String(err)).toBe(true);
+    expect((err as Error).message).toMatch(/idlease\.idlease_segments already exist.*Nothing was changed.*schema: 'public'/);
+    expect(await idleaseRelations(db.knex, 'public')).toEqual(publicBefore);
+    expect(await idleaseRelations(db.knex, 'idlease')).toEqual(['idlease_segments']);
+  });
+});
+
 describe("schema: 'public' keeps an idlease 0.1 install where it is (PostgreSQL)", () => {
   let db: TestDb;
   beforeAll(async () => { db = await createTestDb('postgres', 'schema_keep'); });
