@@ -1,7 +1,9 @@
 /**
  * For `npx knex migrate:latest --knexfile knexfile.ts --env pglite|mysql|postgres`.
- * The migrations in ./migrations install idlease's default objects and record them in
- * idlease's own table (idlease_migrations), never in the app's knex_migrations.
+ * The migrations in ./migrations install idlease's default objects (on PostgreSQL/PGlite in
+ * schema idlease, which they create) and record them in idlease's own table
+ * (idlease_migrations), never in the app's knex_migrations. That table stays in the search
+ * path: knex does not create the schema it would need for `schemaName: 'idlease'`.
  *
  *   pglite    embedded database in ./.idlease/pglite (the default elsewhere too)
  *   mysql     $IDLEASE_MYSQL_URL, default mysql://root@127.0.0.1:3306/test

@@ -3,6 +3,7 @@ export type { ConnectionProblem } from './dialects/connection-errors.js';
 export { connect, knexConfig, type ConnectOptions } from './connect.js';
 export { MAX_INT64, MAX_UINT64 } from './ids.js';
 export { migrate, unlockMigrations, planMigrations, type MigrateOptions, type MigrateResult } from './migrations/migrate.js';
+export { DEFAULT_SCHEMA } from './dialects/detect.js';
 export * from './segment/index.js';
 export * from './ticket/index.js';
 export * from './layout/index.js';

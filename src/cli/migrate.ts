@@ -20,7 +20,7 @@ export function registerMigrate(program: Command, contributors: MigrateFlagContr
   const cmd = program
     .command('migrate')
     .description('install idlease objects (segment table by default; tickets and next_id() on request), or remove them with --down')
-    .option('--schema <name>', 'PostgreSQL schema for the tables and the migrations table (created if missing)')
+    .option('--schema <name>', "PostgreSQL schema for idlease's tables and its migrations table (default idlease, created if missing; an older install found in the search path is moved there; public keeps it where it is)")
     .option('--no-segments', 'leave out the segment table')
     .option('--segments-table <name>', 'segment table name', 'idlease_segments')
     .option('--workers', 'install the worker-id lease table of snowflake allocators')
@@ -32,7 +32,8 @@ Examples:
   idlease migrate                                   segment table in the embedded PGlite (./.idlease/)
   idlease migrate --url mysql://root@127.0.0.1/app  the same on MySQL/MariaDB
   idlease migrate --down                            remove the segment table
-  idlease migrate --workers                         also the worker-id table of snowflake allocators`);
+  idlease migrate --workers                         also the worker-id table of snowflake allocators
+  idlease --url postgres://… migrate --schema public  keep the tables where idlease 0.1 put them`);
   for (const c of contributors) c.configure(cmd);
   cmd.action(async (flags: MigrateFlags & Record<string, unknown>, self: Command) => {
     await withKnex(self, async (knex) => {
@@ -52,9 +53,9 @@ Examples:
       const verb = result.direction === 'up' ? 'applied' : 'reverted';
       print(
         self,
-        result.applied.length === 0
+        result.applied.length === 0 && result.moved.length === 0
           ? `nothing to do on ${describeTarget(self)}: already ${result.direction === 'up' ? 'up to date' : 'removed'}`
-          : result.applied.map((n) => `${verb} ${n}`),
+          : [...result.moved.map((m) => `moved ${m.from} to ${m.to}`), ...result.applied.map((n) => `${verb} ${n}`)],
         result,
       );
     });

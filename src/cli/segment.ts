@@ -29,7 +29,7 @@ function startArg(value: string): string {
 function withTableFlags(cmd: Command): Command {
   return cmd
     .option('--table <name>', 'segment table', 'idlease_segments')
-    .option('--schema <name>', 'PostgreSQL schema of the segment table');
+    .option('--schema <name>', "PostgreSQL schema of idlease's tables (default idlease; public for an install kept where an older idlease put it)");
 }
 
 export function registerSegmentCommands(program: Command): void {

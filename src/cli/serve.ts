@@ -21,7 +21,7 @@ export function registerServeCommand(program: Command): void {
     .option('--protect-metrics', 'require the token on /metrics too')
     .option('--max-step <n>', "largest lease the server's allocators take (default 10000000; smaller wastes less on a crash)", positiveInt('--max-step'))
     .option('--table <name>', 'segment table', 'idlease_segments')
-    .option('--schema <name>', 'PostgreSQL schema of the segment table')
+    .option('--schema <name>', "PostgreSQL schema of idlease's tables (default idlease; public for an install kept where an older idlease put it)")
     .option('--snowflake-group <name>', 'worker-id group of /api/snowflake/get/{key} (needs idlease migrate --workers on a server)', 'serve')
     .option('--shutdown-timeout <ms>', 'how long SIGTERM waits for requests in flight', positiveInt('--shutdown-timeout'), 10_000)
     .addHelpText('after', `

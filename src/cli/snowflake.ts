@@ -1,5 +1,6 @@
 /** `idlease snowflake next` and `idlease workers list`: thin flag parsing over src/snowflake. */
 import { InvalidArgumentError, type Command } from 'commander';
+import { validateIdentifier } from '../identifiers.js';
 import { resolveLayout } from '../layout/index.js';
 import { createSnowflakeAllocator } from '../snowflake/index.js';
 import { createKnexWorkerIdStore } from '../snowflake/worker-store.js';
@@ -17,11 +18,12 @@ export function registerSnowflakeCommands(program: Command): void {
     .command('next')
     .description('claim a worker id, print IDs, give the id back')
     .option('-n <count>', 'how many IDs', count, 1)
-    .option('--group <name>', 'worker-id group', 'default');
+    .option('--group <name>', 'worker-id group', 'default')
+    .option('--schema <name>', "PostgreSQL schema of idlease's tables (default idlease; public for an install kept where an older idlease put it)");
   addDecodeLayoutFlags(next).action(async (flags: Record<string, unknown>, self: Command) => {
     await withKnex(self, async (knex) => {
       const layout = resolveLayout(decodeLayoutFrom(flags));
-      const alloc = createSnowflakeAllocator({ knex, group: flags.group as string, layout });
+      const alloc = createSnowflakeAllocator({ knex, group: flags.group as string, layout, ...(flags.schema === undefined ? {} : { schema: flags.schema as string }) });
       try {
         const ids = await alloc.nextBatch(flags.n as number);
         print(self, ids.map(String), { group: alloc.group, workerId: alloc.workerId, ids });
@@ -41,9 +43,10 @@ Examples:
     .command('list')
     .description('every worker id of a group (or all groups): holder, lease expiry, recorded time bound')
     .option('--group <name>', 'only this group')
-    .action(async (flags: { group?: string }, self: Command) => {
+    .option('--schema <name>', "PostgreSQL schema of idlease's tables (default idlease; public for an install kept where an older idlease put it)")
+    .action(async (flags: { group?: string; schema?: string }, self: Command) => {
       await withKnex(self, async (knex) => {
-        const rows = await createKnexWorkerIdStore(knex, { schema: undefined, table: 'idlease_workers' }).list(flags.group);
+        const rows = await createKnexWorkerIdStore(knex, { schema: flags.schema === undefined ? undefined : validateIdentifier(flags.schema, '--schema'), table: 'idlease_workers' }).list(flags.group);
         print(
           self,
           rows.length === 0

@@ -1,11 +1,11 @@
 /** SQL for the segment table: DDL here; the lease and admin statements sit beside it. */
 import { retryConflicts } from './conflicts.js';
 import { withDeadline } from './deadline.js';
-import { isMissingTable } from './missing-object.js';
+import { isMissingTable, legacyLayoutHint } from './missing-object.js';
 import type { SqlExecutor, SqlResult, SqlValue } from './sql.js';
 import { IdleaseError } from '../errors.js';
 import { MAX_INT64, toBigInt } from '../ids.js';
-import { type Flavor, qualified, quoteIdent } from './detect.js';
+import { type Flavor, ownObject, ownObjectName, quoteIdent } from './detect.js';
 
 export interface SegmentTableRef {
   readonly schema: string | undefined;
@@ -13,7 +13,7 @@ export interface SegmentTableRef {
 }
 
 export function segmentTableDdl(flavor: Flavor, ref: SegmentTableRef): { up: string[]; down: string[] } {
-  const t = qualified(flavor, ref.schema, ref.table);
+  const t = ownObject(flavor, ref.schema, ref.table);
   if (flavor === 'mysql') {
     return {
       up: [
@@ -75,7 +75,7 @@ export interface SegmentTarget {
  */
 export function segmentTarget(db: SqlExecutor, ref: SegmentTableRef): SegmentTarget {
   const flavor = db.flavor;
-  const tb = qualified(flavor, ref.schema, ref.table);
+  const tb = ownObject(flavor, ref.schema, ref.table);
   const mysql = flavor === 'mysql';
   const big = mysql ? 'CAST(? AS SIGNED)' : 'CAST(? AS bigint)';
   const touch = mysql ? '' : ', updated_at = now()';
@@ -109,11 +109,12 @@ export function segmentTarget(db: SqlExecutor, ref: SegmentTableRef): SegmentTar
 }
 
 /** Missing table → NOT_MIGRATED (what to run); anything else passes through for the caller's retry policy. */
-export function translateSegmentError(err: unknown, ref: SegmentTableRef): unknown {
+export function translateSegmentError(err: unknown, ref: SegmentTableRef, flavor: Flavor): unknown {
   if (isMissingTable(err)) {
     return new IdleaseError(
       'NOT_MIGRATED',
-      `The segment table ${ref.schema ? ref.schema + '.' : ''}${ref.table} does not exist. Run \`idlease migrate\` (or migrate(knex)) first.`,
+      `The segment table ${ownObjectName(flavor, ref.schema, ref.table)} does not exist. Run \`idlease migrate\` (or migrate(knex)) first.` +
+        legacyLayoutHint(flavor !== 'mysql' && ref.schema === undefined),
       { cause: err },
     );
   }
@@ -125,7 +126,7 @@ async function run(t: SegmentTarget, text: string, values: readonly SqlValue[], 
     const q = t.db.run(text, values);
     return await (timeoutMs ? withDeadline(q, timeoutMs) : q);
   } catch (err) {
-    throw translateSegmentError(err, t.ref);
+    throw translateSegmentError(err, t.ref, t.flavor);
   }
 }
 

@@ -8,8 +8,8 @@
  * scheme: their draw inserts nothing and they learn it from the same OK packet.
  */
 import type { Knex } from 'knex';
-import { isMissingTable } from './missing-object.js';
-import { type Flavor, qualified, quoteIdent } from './detect.js';
+import { isMissingTable, legacyLayoutHint } from './missing-object.js';
+import { type Flavor, ownObject, ownSchema, quoteIdent } from './detect.js';
 import { affectedRows, rowsOf } from './results.js';
 import { IdleaseError } from '../errors.js';
 import { toBigInt } from '../ids.js';
@@ -37,7 +37,7 @@ export function ticketObjectName(sequence: string): string {
 }
 
 function schemeTable(flavor: Flavor, schema: string | undefined): string {
-  return qualified(flavor, schema, SCHEME_TABLE);
+  return ownObject(flavor, schema, SCHEME_TABLE);
 }
 
 /**
@@ -54,7 +54,7 @@ export function ticketsDdl(
   ref: TicketRef,
   opts: { engine: TicketEngine; increment: number; offset: number },
 ): { up: string[]; down: string[]; seed: (knex: Knex) => Promise<void>; unseed: (knex: Knex) => Promise<void> } {
-  const obj = qualified(flavor, ref.schema, ticketObjectName(ref.sequence));
+  const obj = ownObject(flavor, ref.schema, ticketObjectName(ref.sequence));
   const schemes = schemeTable(flavor, ref.schema);
   const seed = async (knex: Knex): Promise<void> => {
     // Insert-if-missing: re-running a migration must not reset a resharded scheme.
@@ -111,10 +111,12 @@ export function ticketsDdl(
 }
 
 
-function notMigrated(ref: TicketRef, cause: unknown): IdleaseError {
+function notMigrated(flavor: Flavor, ref: TicketRef, cause: unknown): IdleaseError {
   return new IdleaseError(
     'NOT_MIGRATED',
-    `The ticket objects for sequence "${ref.sequence}" are missing on this server. Run: idlease migrate --tickets ${ref.sequence} (or migrate(knex, { tickets: { sequences: ['${ref.sequence}'] } })).`,
+    `The ticket objects for sequence "${ref.sequence}" are missing on this server${flavor === 'mysql' ? '' : ` (schema ${ownSchema(flavor, ref.schema)})`}. ` +
+      `Run: idlease migrate --tickets ${ref.sequence} (or migrate(knex, { tickets: { sequences: ['${ref.sequence}'] } })).` +
+      legacyLayoutHint(flavor !== 'mysql' && ref.schema === undefined),
     { cause },
   );
 }
@@ -127,11 +129,11 @@ export async function readScheme(knex: Knex, flavor: Flavor, ref: TicketRef): Pr
       [ref.sequence],
     );
   } catch (err) {
-    if (isMissingTable(err)) throw notMigrated(ref, err);
+    if (isMissingTable(err)) throw notMigrated(flavor, ref, err);
     throw err;
   }
   const row = rowsOf(flavor, res)[0];
-  if (!row) throw notMigrated(ref, undefined);
+  if (!row) throw notMigrated(flavor, ref, undefined);
   return {
     generation: toBigInt(row.generation, 'generation'),
     increment: Number(row.increment_by),
@@ -200,7 +202,7 @@ export async function galeraPairProblem(knex: Knex, name: string): Promise<Idlea
  * the read would be a snapshot and a reshard's fence would not wait for the draw.
  */
 export function mysqlDrawSql(ref: TicketRef): string {
-  const table = qualified('mysql', ref.schema, ticketObjectName(ref.sequence));
+  const table = ownObject('mysql', ref.schema, ticketObjectName(ref.sequence));
   return `REPLACE INTO ${table} (stub) SELECT 'a' FROM ${schemeTable('mysql', ref.schema)} WHERE sequence_name = ? AND generation = ? AND is_open = 1 LOCK IN SHARE MODE`;
 }
 
@@ -236,7 +238,7 @@ export function mysqlTicketSource(
 ): TicketSource {
   const flavor: Flavor = 'mysql';
   const client = knex.client as unknown as KnexClientInternals;
-  const table = qualified(flavor, ref.schema, ticketObjectName(ref.sequence));
+  const table = ownObject(flavor, ref.schema, ticketObjectName(ref.sequence));
   const schemes = schemeTable(flavor, ref.schema);
   const drawSql = mysqlDrawSql(ref);
   const idle: RawMysqlConnection[] = [];
@@ -440,7 +442,7 @@ export function mysqlTicketSource(
  * lock on the scheme table fences every draw that starts after it.
  */
 export function postgresTicketSource(knex: Knex, flavor: Flavor, ref: TicketRef): TicketSource {
-  const seq = qualified(flavor, ref.schema, ticketObjectName(ref.sequence));
+  const seq = ownObject(flavor, ref.schema, ticketObjectName(ref.sequence));
   const schemes = schemeTable(flavor, ref.schema);
   // The regclass literal is a validated, quoted identifier: never user text.
   const drawSql = `SELECT nextval('${seq}') AS id FROM ${schemes} WHERE sequence_name = ? AND generation = ? AND is_open`;
@@ -450,7 +452,7 @@ export function postgresTicketSource(knex: Knex, flavor: Flavor, ref: TicketRef)
       try {
         res = await knex.raw(drawSql, [ref.sequence, generation.toString()]);
       } catch (err) {
-        if (isMissingTable(err)) throw notMigrated(ref, err);
+        if (isMissingTable(err)) throw notMigrated(flavor, ref, err);
         if ((err as { code?: string }).code === '2200H' || /reached maximum value of sequence/i.test(String((err as Error).message))) {
           throw new IdleaseError('EXHAUSTED', `The ticket sequence ${seq} reached its maximum (2^63-1); it never wraps. Move this sequence to a fresh range or retire the server.`, { cause: err });
         }
@@ -490,7 +492,7 @@ export async function fenceScheme(knex: Knex, flavor: Flavor, ref: TicketRef): P
     try {
       return await fenceIn(trx);
     } catch (err) {
-      throw isMissingTable(err) ? notMigrated(ref, err) : err;
+      throw isMissingTable(err) ? notMigrated(flavor, ref, err) : err;
     }
   });
 
@@ -504,14 +506,14 @@ export async function fenceScheme(knex: Knex, flavor: Flavor, ref: TicketRef): P
       [ref.sequence],
     );
     const changed = affectedRows(flavor, res);
-    if (changed !== 1) throw notMigrated(ref, undefined);
+    if (changed !== 1) throw notMigrated(flavor, ref, undefined);
     return readScheme(trx, flavor, ref);
   }
 }
 
 /** The highest ticket this server has ever issued (0 if none). Call after fencing. */
 export async function highestIssued(knex: Knex, flavor: Flavor, ref: TicketRef): Promise<bigint> {
-  const obj = qualified(flavor, ref.schema, ticketObjectName(ref.sequence));
+  const obj = ownObject(flavor, ref.schema, ticketObjectName(ref.sequence));
   if (flavor === 'mysql') {
     // The counter, not just MAX(id): a draw that rolled back still used its value, and
     // the counter is the floor the server will continue from anyway.
@@ -541,7 +543,7 @@ export async function openScheme(
   ref: TicketRef,
   next: { increment: number; offset: number; first: bigint },
 ): Promise<TicketScheme> {
-  const obj = qualified(flavor, ref.schema, ticketObjectName(ref.sequence));
+  const obj = ownObject(flavor, ref.schema, ticketObjectName(ref.sequence));
   const schemes = schemeTable(flavor, ref.schema);
   if (flavor === 'mysql') {
     // MySQL hands out the smallest value ≥ AUTO_INCREMENT that is ≡ offset (mod increment)

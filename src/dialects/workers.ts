@@ -6,9 +6,9 @@
 import type { Knex } from 'knex';
 import { IdleaseError } from '../errors.js';
 import { toBigInt } from '../ids.js';
-import { type Flavor, qualified, quoteIdent } from './detect.js';
+import { type Flavor, ownObject, ownObjectName, quoteIdent } from './detect.js';
 import { retryConflicts } from './conflicts.js';
-import { isMissingTable } from './missing-object.js';
+import { isMissingTable, legacyLayoutHint } from './missing-object.js';
 import { affectedRows, rowsOf } from './results.js';
 
 export interface WorkerTableRef {
@@ -27,7 +27,7 @@ export interface WorkerTarget {
  * lets the next holder start above the last one whatever either host's clock says.
  */
 export function workerTableDdl(flavor: Flavor, ref: WorkerTableRef): { up: string[]; down: string[] } {
-  const t = qualified(flavor, ref.schema, ref.table);
+  const t = ownObject(flavor, ref.schema, ref.table);
   if (flavor === 'mysql') {
     return {
       up: [
@@ -95,7 +95,8 @@ function translate(err: unknown, t: WorkerTarget): unknown {
   if (isMissingTable(err)) {
     return new IdleaseError(
       'NOT_MIGRATED',
-      `The worker table ${t.ref.schema ? t.ref.schema + '.' : ''}${t.ref.table} does not exist. Run \`idlease migrate --workers\` (or migrate(knex, { workers: true })) first.`,
+      `The worker table ${ownObjectName(t.flavor, t.ref.schema, t.ref.table)} does not exist. Run \`idlease migrate --workers\` (or migrate(knex, { workers: true })) first.` +
+        legacyLayoutHint(t.flavor !== 'mysql' && t.ref.schema === undefined),
       { cause: err },
     );
   }
@@ -110,7 +111,7 @@ async function run(knex: Knex, t: WorkerTarget, sql: string, values: readonly Kn
   }
 }
 
-const table = (t: WorkerTarget) => qualified(t.flavor, t.ref.schema, t.ref.table);
+const table = (t: WorkerTarget) => ownObject(t.flavor, t.ref.schema, t.ref.table);
 
 /**
  * THE claim: one INSERT that takes the lowest id of the group that is either expired or was

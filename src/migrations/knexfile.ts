@@ -1,6 +1,10 @@
 import type { Knex } from 'knex';
-import { flavorOf } from '../dialects/detect.js';
+import { flavorOf, isPostgres } from '../dialects/detect.js';
+import { currentSchema, ensureSchema, relationsIn } from '../dialects/relocate.js';
+import { IdleaseError } from '../errors.js';
 import { planMigrations, type MigrateOptions } from './migrate.js';
+import { objectsOfMigration } from './relocate.js';
+import type { IdleaseMigration } from './types.js';
 
 /**
  * Adapts the in-code migrations to knex migration files: each file names the objects it
@@ -14,14 +18,39 @@ export function knexFileMigration(options: Omit<MigrateOptions, 'direction' | 'l
   const plan = (knex: Knex) => {
     const flavor = flavorOf(knex);
     const { nextId, ...rest } = options;
-    return planMigrations(flavor, { segments: false, ...rest, ...(flavor === 'mysql' ? {} : { nextId }) }).migrations;
+    return planMigrations(flavor, { segments: false, ...rest, ...(flavor === 'mysql' ? {} : { nextId }) });
   };
   return {
     async up(knex) {
-      for (const m of plan(knex)) await m.up(knex);
+      const p = plan(knex);
+      if (p.schema !== undefined && isPostgres(p.flavor)) {
+        await ensureSchema(knex, p.schema);
+        await refuseBesideOlderInstall(knex, p.schema, p.migrations);
+      }
+      for (const m of p.migrations) await m.up(knex);
     },
     async down(knex) {
-      for (const m of [...plan(knex)].reverse()) await m.down(knex);
+      for (const m of [...plan(knex).migrations].reverse()) await m.down(knex);
     },
   };
+}
+
+/**
+ * The knex CLI reads its bookkeeping where the knexfile says, before any file runs, so a file
+ * cannot move an older install the way migrate() does. Installing fresh tables beside it would
+ * reissue segment IDs: refuse, and name the command that moves it.
+ */
+async function refuseBesideOlderInstall(knex: Knex, schema: string, migrations: readonly IdleaseMigration[]): Promise<void> {
+  const from = await currentSchema(knex);
+  if (from === undefined || from === schema) return;
+  const names = migrations.flatMap((m) => objectsOfMigration(m.name));
+  const old = await relationsIn(knex, from, names);
+  const here = await relationsIn(knex, schema, names);
+  const stranded = [...old.keys()].filter((n) => !here.has(n));
+  if (stranded.length === 0) return;
+  throw new IdleaseError(
+    'MIGRATION_FAILED',
+    `${stranded.map((n) => `${from}.${n}`).join(', ')} belong(s) to an install made by an older idlease, whose tables now live in schema ${schema}. ` +
+      `Run \`idlease migrate\` (or migrate(knex)) once with the same database: it moves them, rows and all. Then rerun this migration.`,
+  );
 }

@@ -1,11 +1,13 @@
 import type { Knex } from 'knex';
-import { createSchemaSql, flavorOf, isPostgres, type Flavor } from '../dialects/detect.js';
+import { DEFAULT_SCHEMA, flavorOf, isPostgres, type Flavor } from '../dialects/detect.js';
+import { currentSchema, relationsIn } from '../dialects/relocate.js';
 import { backoffMs } from '../backoff.js';
 import { IdleaseError } from '../errors.js';
 import { validateIdentifier } from '../identifiers.js';
 import { nextIdMigrations, resolveNextIdOptions, type NextIdMigrateOptions } from './next-id.js';
 import { resolveSegmentsOptions, segmentsMigrations, type SegmentsMigrateOptions } from './segments.js';
 import { resolveTicketsOptions, ticketsMigrations, type TicketsMigrateOptions } from './tickets.js';
+import { relocateLegacyInstall, type Relocation } from './relocate.js';
 import type { IdleaseMigration } from './types.js';
 import { resolveWorkersOptions, workersMigrations, type WorkersMigrateOptions } from './workers.js';
 
@@ -13,9 +15,11 @@ export const DEFAULT_MIGRATIONS_TABLE = 'idlease_migrations';
 
 export interface MigrateOptions {
   /**
-   * Postgres schema for idlease's tables and its migrations table; created if missing.
-   * Default: the connection's current schema (usually `public`). On MySQL leave it unset:
-   * the database in the connection is used.
+   * PostgreSQL schema for idlease's tables and its migrations table; created if missing.
+   * Default `idlease`, a schema of its own. An install an older idlease left in the search path
+   * (usually `public`) is moved into it, rows and all, by the first migrate; `schema: 'public'`
+   * keeps it where it is. next_id() is not affected (see `nextId.schema`). On MySQL leave it
+   * unset: the database in the connection is used.
    */
   schema?: string;
   /** idlease's own migrations table (never the app's `knex_migrations`). Default `idlease_migrations`. */
@@ -37,6 +41,8 @@ export interface MigrateOptions {
 export interface MigrateResult {
   /** Names of the migrations this call applied (up) or reverted (down); empty when nothing was to do. */
   readonly applied: readonly string[];
+  /** Tables and sequences of an older install this call moved into the schema (PostgreSQL), `from` → `to`, qualified. */
+  readonly moved: ReadonlyArray<Readonly<{ from: string; to: string }>>;
   readonly direction: 'up' | 'down';
 }
 
@@ -60,10 +66,10 @@ export function planMigrations(flavor: Flavor, options: MigrateOptions = {}): Pl
       throw new IdleaseError('BAD_CONFIG', `migrate: unknown option ${JSON.stringify(key)}. Known options: ${[...known].join(', ')}.`);
     }
   }
-  const schema = options.schema === undefined ? undefined : validateIdentifier(options.schema, 'schema');
-  if (schema !== undefined && !isPostgres(flavor)) {
+  if (options.schema !== undefined && !isPostgres(flavor)) {
     throw new IdleaseError('BAD_CONFIG', 'schema applies to PostgreSQL only; on MySQL/MariaDB put the database name in the connection instead.');
   }
+  const schema = options.schema === undefined ? (isPostgres(flavor) ? DEFAULT_SCHEMA : undefined) : validateIdentifier(options.schema, 'schema');
   const direction = options.direction ?? 'up';
   if (direction !== 'up' && direction !== 'down') {
     throw new IdleaseError('BAD_CONFIG', `direction must be 'up' or 'down', got ${JSON.stringify(direction)}.`);
@@ -127,7 +133,9 @@ function isRetryableRace(err: unknown): boolean {
   return (
     e?.name === 'LockError' ||
     /already locked|already exists|duplicate key|Duplicate entry|ER_TABLE_EXISTS|deadlock/i.test(String(e?.message)) ||
-    e?.code === '23505' || e?.code === '42P07' || e?.code === '40P01' || e?.errno === 1050 || e?.errno === 1213
+    e?.code === '23505' || e?.code === '42P07' || e?.code === '40P01' || e?.errno === 1050 || e?.errno === 1213 ||
+    // lock_timeout on the relocation lock: the budget is spent, the deadline message follows.
+    e?.code === '55P03'
   );
 }
 
@@ -138,7 +146,6 @@ function isRetryableRace(err: unknown): boolean {
  */
 export async function migrate(knex: Knex, options: MigrateOptions = {}): Promise<MigrateResult> {
   const plan = planMigrations(flavorOf(knex), options);
-  if (plan.schema) await knex.raw(createSchemaSql(plan.flavor, plan.schema));
   const config: Knex.MigratorConfig = {
     tableName: plan.migrationsTable,
     migrationSource: new InCodeSource(plan.migrations),
@@ -148,10 +155,18 @@ export async function migrate(knex: Knex, options: MigrateOptions = {}): Promise
     ...(plan.schema ? { schemaName: plan.schema } : {}),
   };
   const deadline = Date.now() + plan.lockTimeoutMs;
+  let relocation: Relocation | undefined;
   for (let attempt = 0; ; attempt++) {
     try {
+      // Before knex reads its bookkeeping, in both directions: down must find what up installed.
+      // A retry after a move finds nothing left to move, so the first attempt's result is kept.
+      if (plan.schema !== undefined && isPostgres(plan.flavor)) {
+        const r = await relocateLegacyInstall(knex, { schema: plan.schema, migrationsTable: plan.migrationsTable, lockTimeoutMs: Math.max(1, deadline - Date.now()) });
+        relocation ??= r;
+      }
       const applied = plan.direction === 'up' ? await up(knex, config) : await down(knex, config, plan);
-      return Object.freeze({ applied: Object.freeze(applied), direction: plan.direction });
+      const moved = relocation ? relocation.moved.map((n) => Object.freeze({ from: `${relocation!.from}.${n}`, to: `${relocation!.to}.${n}` })) : [];
+      return Object.freeze({ applied: Object.freeze(applied), moved: Object.freeze(moved), direction: plan.direction });
     } catch (err) {
       if (!isRetryableRace(err)) {
         throw new IdleaseError('MIGRATION_FAILED', `idlease migrate (${plan.direction}) failed: ${(err as Error).message}`, { cause: err });
@@ -186,8 +201,18 @@ async function down(knex: Knex, config: Knex.MigratorConfig, plan: Plan): Promis
   return reverted;
 }
 
-/** Release a migration lock left behind by a crashed migration. */
+/**
+ * Release a migration lock left behind by a crashed migration: in the schema's bookkeeping
+ * and, on PostgreSQL, in an older install's bookkeeping still in the search path (the lock
+ * that would hold up its move).
+ */
 export async function unlockMigrations(knex: Knex, options: Pick<MigrateOptions, 'schema' | 'migrationsTable'> = {}): Promise<void> {
   const plan = planMigrations(flavorOf(knex), { schema: options.schema, migrationsTable: options.migrationsTable, segments: false });
   await knex.migrate.forceFreeMigrationsLock({ tableName: plan.migrationsTable, ...(plan.schema ? { schemaName: plan.schema } : {}) });
+  if (!isPostgres(plan.flavor)) return;
+  const legacy = await currentSchema(knex);
+  if (legacy === undefined || legacy === plan.schema) return;
+  if ((await relationsIn(knex, legacy, [`${plan.migrationsTable}_lock`])).size > 0) {
+    await knex.migrate.forceFreeMigrationsLock({ tableName: plan.migrationsTable, schemaName: legacy });
+  }
 }

@@ -12,7 +12,7 @@ export type { SegmentRow };
 export interface TagTableOptions {
   /** Segment table. Default `idlease_segments`. */
   table?: string;
-  /** PostgreSQL schema of the table. */
+  /** PostgreSQL schema of the table. Default `idlease`, where migrate installs it (`public` for an install kept where idlease 0.1 put it). MySQL: the connection's database. */
   schema?: string;
 }
 

@@ -23,7 +23,7 @@ export interface SegmentAllocatorOptions {
   tag: string;
   /** Segment table. Default `idlease_segments`. */
   table?: string;
-  /** PostgreSQL schema of the table. Default: the connection's search path. */
+  /** PostgreSQL schema of the table. Default `idlease`, where migrate installs it (`public` for an install kept where idlease 0.1 put it). MySQL: the connection's database. */
   schema?: string;
   /** Smallest lease this process asks for. Default 1. */
   minStep?: number;

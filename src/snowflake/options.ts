@@ -29,7 +29,7 @@ export interface SnowflakeAllocatorOptions {
   layout?: LayoutPreset | LayoutOptions | IdLayout;
   /** Worker table. Default idlease_workers. */
   table?: string;
-  /** Postgres schema of the worker table. */
+  /** PostgreSQL schema of the table. Default `idlease`, where migrate installs it (`public` for an install kept where idlease 0.1 put it). MySQL: the connection's database. */
   schema?: string;
   /** How long a claim or renewal holds the worker id, by the database's clock. Default 10 000 ms. */
   leaseTtlMs?: number;

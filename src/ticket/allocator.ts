@@ -40,7 +40,7 @@ export interface TicketAllocatorOptions {
   readonly increment?: number;
   /** Which tickets table / sequence. Default 'default'. */
   readonly sequence?: string;
-  /** Postgres schema of the sequence and scheme table. */
+  /** PostgreSQL schema of the sequence and scheme table. Default `idlease`, where migrate installs them. */
   readonly schema?: string;
   /**
    * Bound on one statement on one server before it counts as failed. Default 2000 ms.

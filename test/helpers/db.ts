@@ -58,3 +58,20 @@ export async function createTestDb(flavor: TestFlavor, label = 't'): Promise<Tes
 }
 
 export const ALL_FLAVORS: readonly TestFlavor[] = ['mysql', 'postgres', 'pglite'];
+
+/**
+ * idlease's own tables: schema `idlease` on PostgreSQL/PGlite (where migrate puts them by
+ * default), the connection's database on MySQL. `ownTable` is the quoted name for raw SQL.
+ */
+export function ownSchemaOf(flavor: TestFlavor): string | undefined {
+  return flavor === 'mysql' ? undefined : 'idlease';
+}
+
+export function ownTable(flavor: TestFlavor, name: string): string {
+  return flavor === 'mysql' ? '`' + name + '`' : `"idlease"."${name}"`;
+}
+
+export function ownSchemaBuilder(db: Pick<TestDb, 'flavor' | 'knex'>): Knex.SchemaBuilder {
+  const schema = ownSchemaOf(db.flavor);
+  return schema ? db.knex.schema.withSchema(schema) : db.knex.schema;
+}

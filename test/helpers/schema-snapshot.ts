@@ -1,7 +1,9 @@
 /**
  * A textual picture of everything a migration can create in the test database (tables,
- * columns, indexes, constraints, engines, functions, sequences, schemas), so two
- * databases can be compared: "down then up" must equal "fresh install".
+ * columns, indexes, constraints, engines, functions, sequences and what owns them, comments,
+ * schemas), so two databases can be compared: "down then up", "an older install upgraded"
+ * (next_id() version 1, the layout in public before idlease had a schema of its own) must
+ * each equal "fresh install".
  */
 import type { Knex } from 'knex';
 import type { TestFlavor } from './db.js';
@@ -29,5 +31,9 @@ export async function schemaSnapshot(knex: Knex, flavor: TestFlavor): Promise<Re
     constraints: await rows(knex, flavor, `SELECT n.nspname, c.conrelid::regclass::text AS rel, c.conname, pg_get_constraintdef(c.oid) AS def FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace WHERE n.nspname ${userSchemas} ORDER BY 1, 2, 3`),
     functions: await rows(knex, flavor, `SELECT n.nspname, p.proname, pg_get_function_identity_arguments(p.oid) AS args, pg_get_functiondef(p.oid) AS def FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname ${userSchemas} ORDER BY 1, 2, 3`),
     sequences: await rows(knex, flavor, `SELECT schemaname, sequencename, start_value::text, increment_by::text, min_value::text, max_value::text, cycle FROM pg_sequences WHERE schemaname ${userSchemas} ORDER BY 1, 2`),
+    // Every table and sequence with the schema it sits in and, for a sequence, the column that
+    // owns it: an upgrade that moved a table but left its serial's sequence behind differs here.
+    relations: await rows(knex, flavor, `SELECT n.nspname, c.relname, c.relkind::text AS kind, o.refobjid::regclass::text AS owned_by FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace LEFT JOIN pg_depend o ON o.classid = 'pg_class'::regclass AND o.objid = c.oid AND o.deptype = 'a' AND o.refclassid = 'pg_class'::regclass WHERE n.nspname ${userSchemas} AND c.relkind IN ('r', 'p', 'S', 'v') ORDER BY 1, 2`),
+    comments: await rows(knex, flavor, `SELECT n.nspname, c.relname AS name, d.description FROM pg_description d JOIN pg_class c ON d.classoid = 'pg_class'::regclass AND d.objoid = c.oid JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname ${userSchemas} UNION ALL SELECT n.nspname, p.proname, d.description FROM pg_description d JOIN pg_proc p ON d.classoid = 'pg_proc'::regclass AND d.objoid = p.oid JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname ${userSchemas} ORDER BY 1, 2, 3`),
   };
 }

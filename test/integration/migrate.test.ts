@@ -29,8 +29,15 @@ describe.each(ALL_FLAVORS)('migrate() on %s', (flavor) => {
   it('installs into its own migrations table and is a no-op the second time', async () => {
     const first = await migrate(db.knex);
     expect(first.applied).toEqual(['segments:idlease_segments']);
-    expect(await hasTable(db.knex, 'idlease_segments')).toBe(true);
-    expect(await hasTable(db.knex, 'idlease_migrations')).toBe(true);
+    // PostgreSQL: a schema of its own, nothing in the connection's schema; MySQL: the connection's database.
+    const own = flavor === 'mysql' ? undefined : 'idlease';
+    expect(await hasTable(db.knex, 'idlease_segments', own)).toBe(true);
+    expect(await hasTable(db.knex, 'idlease_migrations', own)).toBe(true);
+    expect(await hasTable(db.knex, 'idlease_migrations_lock', own)).toBe(true);
+    if (own) {
+      expect(await hasTable(db.knex, 'idlease_segments')).toBe(false);
+      expect(await hasTable(db.knex, 'idlease_migrations')).toBe(false);
+    }
     expect(await hasTable(db.knex, 'knex_migrations')).toBe(false);
     const second = await migrate(db.knex);
     expect(second.applied).toEqual([]);

@@ -93,7 +93,7 @@ describe('next_id() on PostgreSQL', () => {
       expect(calls.length).toBeGreaterThanOrEqual(3);
       for (const m of calls) expect(m[1], `${m[0]} in ${name}`).toMatch(/\.$/);
     }
-    const applied = await db.knex.raw(`SELECT name FROM idlease_migrations WHERE name = 'next_id:nid'`);
+    const applied = await db.knex.raw(`SELECT name FROM idlease.idlease_migrations WHERE name = 'next_id:nid'`);
     expect(applied.rows).toHaveLength(1);
   });
 

@@ -26,7 +26,7 @@ describe('next_id() upgrade from version 1', () => {
     // A version-1 install: what version 1's migrate() left (its bodies, only its entry recorded).
     await migrate(old.knex, opts);
     for (const sql of v1Ddl({ schema: 'nu', shard: 2, layout: resolveLayout({}) }).up) await old.knex.raw(sql);
-    await old.knex.raw(`DELETE FROM idlease_migrations WHERE name = 'next_id:nu:v2'`);
+    await old.knex.raw(`DELETE FROM idlease.idlease_migrations WHERE name = 'next_id:nu:v2'`);
     await migrate(fresh.knex, opts);
     expect(await schemaSnapshot(old.knex, 'postgres')).not.toEqual(await schemaSnapshot(fresh.knex, 'postgres'));
     expect((await migrate(old.knex, opts)).applied).toEqual(['next_id:nu:v2']);

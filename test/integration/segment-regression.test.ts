@@ -4,7 +4,7 @@
  * pushed back up, and repaired by `idlease tag bump`.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ALL_FLAVORS, createTestDb, type TestDb } from '../helpers/db.js';
+import { ALL_FLAVORS, createTestDb, ownTable, type TestDb } from '../helpers/db.js';
 import { runCli } from '../helpers/cli.js';
 import { migrate } from '../../src/migrations/migrate.js';
 import { addTag, bumpTag, createSegmentAllocator, listTags, type SegmentEvent } from '../../src/segment/index.js';
@@ -29,7 +29,7 @@ describe.each(ALL_FLAVORS)('segment regression and tag bump on %s', (flavor) => 
     const end = await maxIdOf('reg');
     expect(end).toBe(300n);
     // The failover: the row is back where a replica saw it.
-    await db.knex.raw('UPDATE idlease_segments SET max_id = 50 WHERE tag = ?', ['reg']);
+    await db.knex.raw(`UPDATE ${ownTable(flavor, 'idlease_segments')} SET max_id = 50 WHERE tag = ?`, ['reg']);
     const after: bigint[] = [];
     let error: unknown;
     for (let i = 0; i < 400 && error === undefined; i++) {

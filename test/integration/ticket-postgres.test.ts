@@ -43,7 +43,7 @@ describe.each(['postgres', 'pglite'] as const)('tickets on %s sequences', (flavo
     const before = createTicketAllocator({ servers: [{ knex: db.knex, offset: 1 }], increment: 1, sequence: 'big' });
     await expect(before.next()).rejects.toMatchObject({ code: 'BAD_CONFIG' }); // migrated as 3 of 4
     await before.close();
-    await db.knex.raw(`SELECT setval('idlease_tickets_big', 9007199254740991)`);
+    await db.knex.raw(`SELECT setval('idlease.idlease_tickets_big', 9007199254740991)`);
     const r = await reshardTickets({ servers: [{ knex: db.knex, offset: 2 }], increment: 5, sequence: 'big' });
     expect(r.globalMax).toBe(9007199254740991n);
     expect(r.servers[0]!.firstId).toBe(9007199254740992n);
@@ -52,7 +52,7 @@ describe.each(['postgres', 'pglite'] as const)('tickets on %s sequences', (flavo
       expect(await alloc.next()).toBe(9007199254740992n);
       expect(await alloc.next()).toBe(9007199254740997n);
       // At the top of bigint the sequence stops: EXHAUSTED, never a wrap.
-      await db.knex.raw(`SELECT setval('idlease_tickets_big', 9223372036854775802)`);
+      await db.knex.raw(`SELECT setval('idlease.idlease_tickets_big', 9223372036854775802)`);
       expect(await alloc.next()).toBe(9223372036854775807n);
       await expect(alloc.next()).rejects.toMatchObject({ code: 'EXHAUSTED' });
     } finally {

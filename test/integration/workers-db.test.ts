@@ -1,6 +1,6 @@
 /** The worker-id lease table and its store on each database: migrations, claim / renew / release, races. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ALL_FLAVORS, createTestDb, type TestDb } from '../helpers/db.js';
+import { ALL_FLAVORS, createTestDb, ownSchemaBuilder, type TestDb } from '../helpers/db.js';
 import { migrate } from '../../src/migrations/migrate.js';
 import { createKnexWorkerIdStore, newHolder, type WorkerIdStore } from '../../src/snowflake/worker-store.js';
 import { up as fileUp, down as fileDown } from '../../migrations/20261123000004_workers.js';
@@ -27,12 +27,12 @@ describe.each(ALL_FLAVORS)('worker ids on %s', (flavor) => {
 
   it('the knex migration file and migrate() install the table; down drops it', async () => {
     await fileUp(db.knex);
-    expect(await db.knex.schema.hasTable('idlease_workers')).toBe(true);
+    expect(await ownSchemaBuilder(db).hasTable('idlease_workers')).toBe(true);
     await fileDown(db.knex);
-    expect(await db.knex.schema.hasTable('idlease_workers')).toBe(false);
+    expect(await ownSchemaBuilder(db).hasTable('idlease_workers')).toBe(false);
     expect((await migrate(db.knex, { segments: false, workers: true })).applied).toEqual(['workers:idlease_workers']);
     expect((await migrate(db.knex, { segments: false, workers: true, direction: 'down' })).applied).toEqual(['workers:idlease_workers']);
-    expect(await db.knex.schema.hasTable('idlease_workers')).toBe(false);
+    expect(await ownSchemaBuilder(db).hasTable('idlease_workers')).toBe(false);
     expect((await migrate(db.knex, { segments: false, workers: true })).applied).toEqual(['workers:idlease_workers']);
   });
 
@@ -116,9 +116,9 @@ describe('idlease migrate --workers', () => {
     const up = await runCli(['--url', db.url, 'migrate', '--no-segments', '--workers', '--json']);
     expect(up.code, up.stderr).toBe(0);
     expect(JSON.parse(up.stdout).applied).toEqual(['workers:idlease_workers']);
-    expect(await db.knex.schema.hasTable('idlease_workers')).toBe(true);
+    expect(await ownSchemaBuilder(db).hasTable('idlease_workers')).toBe(true);
     const down = await runCli(['--url', db.url, 'migrate', '--no-segments', '--workers', '--down', '--json']);
     expect(down.code, down.stderr).toBe(0);
-    expect(await db.knex.schema.hasTable('idlease_workers')).toBe(false);
+    expect(await ownSchemaBuilder(db).hasTable('idlease_workers')).toBe(false);
   });
 });

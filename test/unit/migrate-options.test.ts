@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { planMigrations } from '../../src/migrations/migrate.js';
 import { IdleaseError } from '../../src/errors.js';
+import { objectsOfMigration } from '../../src/migrations/relocate.js';
 
 function codeOf(fn: () => unknown): string | undefined {
   try { fn(); } catch (e) { return e instanceof IdleaseError ? e.code : `not IdleaseError: ${String(e)}`; }
@@ -13,6 +14,26 @@ describe('migrate options are validated before any SQL runs', () => {
     expect(plan.migrations.map((m) => m.name)).toEqual(['segments:idlease_segments']);
     expect(plan.migrationsTable).toBe('idlease_migrations');
     expect(Object.isFrozen(plan)).toBe(true);
+  });
+
+  it("puts idlease's tables in schema idlease on PostgreSQL and PGlite, the connection's database on MySQL", () => {
+    expect(planMigrations('postgres').schema).toBe('idlease');
+    expect(planMigrations('pglite').schema).toBe('idlease');
+    expect(planMigrations('postgres', { schema: 'public' }).schema).toBe('public');
+    expect(planMigrations('mysql').schema).toBeUndefined();
+  });
+
+  it('knows which tables and sequences each recorded migration created (what a move takes along)', () => {
+    expect(objectsOfMigration('segments:id_segments')).toEqual(['id_segments']);
+    expect(objectsOfMigration('workers:idlease_workers')).toEqual(['idlease_workers']);
+    expect(objectsOfMigration('tickets:orders')).toEqual(['idlease_tickets_orders', 'idlease_ticket_schemes']);
+    expect(objectsOfMigration('20261122000001_segments.ts')).toEqual(['idlease_segments']);
+    expect(objectsOfMigration('20261122000002_tickets.js')).toEqual(['idlease_tickets_default', 'idlease_ticket_schemes']);
+    expect(objectsOfMigration('20261123000004_workers.ts')).toEqual(['idlease_workers']);
+    // next_id() stays in the schema the user chose.
+    expect(objectsOfMigration('next_id:public')).toEqual([]);
+    expect(objectsOfMigration('next_id:public:v2')).toEqual([]);
+    expect(objectsOfMigration('20261122000003_next_id.ts')).toEqual([]);
   });
 
   it.each([
