@@ -20,7 +20,7 @@ describe('idlease CLI for next_id() on PostgreSQL', () => {
     const up = await run(['--url', db.url, '--json', 'migrate', '--no-segments', '--next-id', '--next-id-schema', 'cli', '--shard', '2', '--shards', '2', '--sequence-bits', '10']);
     expect(up.err).toBe('');
     expect(up.code).toBe(0);
-    expect(JSON.parse(up.out)).toEqual({ applied: ['next_id:cli_2', 'next_id:cli_2:v2', 'next_id:cli_3', 'next_id:cli_3:v2'], direction: 'up' });
+    expect(JSON.parse(up.out)).toEqual({ applied: ['next_id:cli_2', 'next_id:cli_2:v2', 'next_id:cli_3', 'next_id:cli_3:v2'], direction: 'up', moved: [] });
     const res = await db.knex.raw('SELECT cli_3.next_id() AS id');
     const id = toBigInt(res.rows[0].id);
     const expected = decodeId(id, resolveLayout({ sequenceBits: 10 }));

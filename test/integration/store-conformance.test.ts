@@ -10,7 +10,7 @@ import mysqlPromise from 'mysql2/promise';
 import pg from 'pg';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDb, type TestDb, type TestFlavor } from '../helpers/db.js';
+import { createTestDb, ownTable, type TestDb, type TestFlavor } from '../helpers/db.js';
 import { migrate } from '../../src/migrations/migrate.js';
 import { addTag, createKnexSegmentStore, createPoolSegmentStore, createSegmentAllocator, listTags, type SegmentStore } from '../../src/segment/index.js';
 import { segmentStoreConformance, type SegmentStoreHarness } from '../../src/testing/index.js';
@@ -21,9 +21,9 @@ const TIMEOUT_MS = 1_000;
 const MISSING = 'idlease_no_such_segments';
 
 /** Another session holds the tag's row lock (PGlite: holds its only connection) until released. */
-async function stallWith(knex: Knex, tag: string): Promise<() => Promise<void>> {
-  const trx = await knex.transaction();
-  await trx.raw('SELECT tag FROM idlease_segments WHERE tag = ? FOR UPDATE', [tag]);
+async function stallWith(db: TestDb, tag: string): Promise<() => Promise<void>> {
+  const trx = await db.knex.transaction();
+  await trx.raw(`SELECT tag FROM ${ownTable(db.flavor, 'idlease_segments')} WHERE tag = ? FOR UPDATE`, [tag]);
   return async () => {
     await trx.commit();
   };
@@ -149,7 +149,7 @@ describe.each(CASES.map((c) => [c.name, c] as const))('store conformance: %s', (
       store: opened.store(),
       missingTable: opened.store(MISSING),
       statementTimeoutMs: TIMEOUT_MS,
-      stall: opened.stall ?? ((tag) => stallWith(db!.knex, tag)),
+      stall: opened.stall ?? ((tag) => stallWith(db!, tag)),
     };
   });
   afterAll(async () => {
