@@ -57,9 +57,15 @@ async function topology(semiSync: boolean): Promise<FailoverTopology> {
     killPrimary: () => primary.kill(),
     async promoteStandby() {
       await replica.start();
-      // Apply what the relay log holds, then stop replicating and take writes.
+      // Apply everything the replica received (and, semi-synchronously, acknowledged) before it
+      // stops replicating and takes writes: RESET SLAVE ALL deletes the relay log, so a promotion
+      // that goes ahead with events unapplied loses acknowledged leases. Replaying serially with
+      // two fsyncs per event, the applier can trail the primary by seconds on a loaded machine
+      // (a fixed 10 s wait here once went ahead unapplied: 2,000 duplicate IDs).
       sql(replica.port, 'STOP SLAVE IO_THREAD;');
-      for (let i = 0; i < 100 && !/Slave has read all relay log/.test(sql(replica.port, 'SHOW SLAVE STATUS\\G')); i++) await new Promise((r) => setTimeout(r, 100));
+      const received = /Gtid_IO_Pos:\s*(\S*)/.exec(sql(replica.port, 'SHOW SLAVE STATUS\\G'))?.[1] ?? '';
+      const waited = sql(replica.port, `SELECT MASTER_GTID_WAIT('${received}', 120);`).trim();
+      if (waited !== '0') throw new Error(`the replica did not apply what it received (${received}) within 120 s: MASTER_GTID_WAIT returned ${waited}`);
       sql(replica.port, 'STOP SLAVE; RESET SLAVE ALL; SET GLOBAL read_only = OFF;');
     },
   };
