@@ -34,6 +34,15 @@ export interface Context {
 
 let modulesDir: string | undefined;
 
+/** The tools docs/recipes/ shows (devDependencies here): a user of a recipe has installed its tool. */
+export const RECIPE_TOOLS = ['kysely', 'drizzle-orm', 'typeorm', 'sequelize', 'prisma', '@prisma/client', '@prisma/adapter-pg'];
+
+/**
+ * Legacy decorators, as every TypeORM project compiles them (its decorators predate the
+ * standard ones); tsx reads the option from here. Nothing else in the samples uses decorators.
+ */
+export const SAMPLE_COMPILER_OPTIONS = { experimentalDecorators: true };
+
 /**
  * node_modules as `npm install idlease` would leave it: the package (exports → this
  * checkout's sources, run through tsx), its dependencies beside it, and .bin/idlease.
@@ -60,7 +69,7 @@ function sharedModules(): string {
   symlinkSync(bin, path.join(nm, '.bin', 'idlease'));
   // Optional peers (postgres.js) too: a user who passes one has installed it.
   const pkg = JSON.parse(readFileSync(path.join(REPO_ROOT, 'package.json'), 'utf8')) as { dependencies: Record<string, string>; peerDependencies?: Record<string, string> };
-  const deps = [...Object.keys(pkg.dependencies), ...Object.keys(pkg.peerDependencies ?? {})];
+  const deps = [...Object.keys(pkg.dependencies), ...Object.keys(pkg.peerDependencies ?? {}), ...RECIPE_TOOLS];
   // A TypeScript user of `pg` also installs `@types/pg`: link a dependency's types where it has them.
   const typed = deps.map((dep) => `@types/${dep}`).filter((t) => existsSync(path.join(REPO_ROOT, 'node_modules', t)));
   for (const dep of [...deps, ...typed]) {
@@ -78,6 +87,7 @@ export function removeSharedModules(): void {
 export async function createContext(target: Target, code: string): Promise<Context> {
   const dir = mkdtempSync(path.join(tmpdir(), `idlease-docs-${target}-`));
   writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: 'docs-sample', private: true, type: 'module' }));
+  writeFileSync(path.join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions: SAMPLE_COMPILER_OPTIONS }));
   symlinkSync(sharedModules(), path.join(dir, 'node_modules'));
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) {
@@ -244,7 +254,7 @@ export function typecheckBlocks(blocks: readonly DocBlock[]): Promise<RunResult>
       compilerOptions: {
         target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', lib: ['ES2022'], types: ['node'],
         typeRoots: [path.join(REPO_ROOT, 'node_modules/@types')],
-        strict: true, noEmit: true, skipLibCheck: true, moduleDetection: 'force', allowImportingTsExtensions: true,
+        ...SAMPLE_COMPILER_OPTIONS, strict: true, noEmit: true, skipLibCheck: true, moduleDetection: 'force', allowImportingTsExtensions: true,
       },
       files,
     }),
