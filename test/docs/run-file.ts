@@ -31,7 +31,14 @@ export function runnableBlocks(file: string): DocBlock[] {
   return extractBlocks(file, readFileSync(path.join(REPO_ROOT, file), 'utf8')).filter((b) => b.problem !== undefined || (!b.noRun && isRunnable(b.lang)));
 }
 
-export function describeDocFile(file: string): void {
+/**
+ * A check around one block on one database: called before the block runs, it answers the
+ * check to run after it (or nothing). A recipe test uses it to compare the catalog around a
+ * tool's schema sync.
+ */
+export type AroundBlock = (block: DocBlock, ctx: Context) => Promise<((() => Promise<void>) | undefined)>;
+
+export function describeDocFile(file: string, options: { around?: AroundBlock } = {}): void {
   const blocks = runnableBlocks(file);
   describe.runIf(blocks.length > 0)(file, () => {
     let live = new Map<Target, Context>();
@@ -60,8 +67,11 @@ export function describeDocFile(file: string): void {
             } else {
               await addExtraDatabases(ctx, block.code);
             }
+            const after = await options.around?.(block, ctx);
             const r = await runBlock(block, ctx);
-            return r.code !== 0 || r.timedOut ? failure(block, target, r) : undefined;
+            if (r.code !== 0 || r.timedOut) return failure(block, target, r);
+            await after?.();
+            return undefined;
           }),
         );
         const failed = failures.filter((f): f is string => f !== undefined);
