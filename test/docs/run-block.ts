@@ -76,6 +76,12 @@ function sharedModules(): string {
     mkdirSync(path.dirname(path.join(nm, dep)), { recursive: true });
     symlinkSync(path.join(REPO_ROOT, 'node_modules', dep), path.join(nm, dep));
   }
+  // A recipe's command-line tool (`npx prisma generate`), as its install would leave it.
+  for (const tool of RECIPE_TOOLS) {
+    const { bin } = JSON.parse(readFileSync(path.join(REPO_ROOT, 'node_modules', tool, 'package.json'), 'utf8')) as { bin?: string | Record<string, string> };
+    const bins = typeof bin === 'string' ? { [tool]: bin } : (bin ?? {});
+    for (const [name, file] of Object.entries(bins)) symlinkSync(path.join(REPO_ROOT, 'node_modules', tool, file), path.join(nm, '.bin', name));
+  }
   return (modulesDir = nm);
 }
 
@@ -239,17 +245,20 @@ export async function runBlock(block: DocBlock, ctx: Context): Promise<RunResult
  * Type-checks TypeScript blocks together, as a user's editor and `tsc --strict` would see
  * them: tsx runs code without checking types, so a sample could run and still not compile.
  */
-export function typecheckBlocks(blocks: readonly DocBlock[]): Promise<RunResult> {
-  const dir = mkdtempSync(path.join(tmpdir(), 'idlease-docs-tsc-'));
-  symlinkSync(sharedModules(), path.join(dir, 'node_modules'));
-  writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: 'docs-sample', private: true, type: 'module' }));
+export function typecheckBlocks(blocks: readonly DocBlock[], projectDir?: string): Promise<RunResult> {
+  // projectDir: a sample project that already holds what the blocks import (a generated client).
+  const dir = projectDir ?? mkdtempSync(path.join(tmpdir(), 'idlease-docs-tsc-'));
+  if (!projectDir) {
+    symlinkSync(sharedModules(), path.join(dir, 'node_modules'));
+    writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: 'docs-sample', private: true, type: 'module' }));
+  }
   const files = blocks.map((b) => {
     const name = `${b.file.replace(/[^a-z0-9]+/gi, '_')}_${b.line}.ts`;
     writeFileSync(path.join(dir, name), b.code);
     return name;
   });
   writeFileSync(
-    path.join(dir, 'tsconfig.json'),
+    path.join(dir, 'tsconfig.typecheck.json'),
     JSON.stringify({
       compilerOptions: {
         target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', lib: ['ES2022'], types: ['node'],
@@ -260,7 +269,7 @@ export function typecheckBlocks(blocks: readonly DocBlock[]): Promise<RunResult>
     }),
   );
   const ctx: Context = { target: 'none', dir, env: { ...(process.env as Record<string, string>) }, dbs: [] };
-  return run(process.execPath, [path.join(REPO_ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], ctx).finally(() =>
-    rmSync(dir, { recursive: true, force: true }),
-  );
+  return run(process.execPath, [path.join(REPO_ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.typecheck.json'], ctx).finally(() => {
+    if (!projectDir) rmSync(dir, { recursive: true, force: true });
+  });
 }
