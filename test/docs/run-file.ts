@@ -36,7 +36,7 @@ export function runnableBlocks(file: string): DocBlock[] {
  * check to run after it (or nothing). A recipe test uses it to compare the catalog around a
  * tool's schema sync.
  */
-export type AroundBlock = (block: DocBlock, ctx: Context) => Promise<((() => Promise<void>) | undefined)>;
+export type AroundBlock = (block: DocBlock, ctx: Context) => Promise<(() => Promise<void>) | undefined>;
 
 export function describeDocFile(file: string, options: { around?: AroundBlock } = {}): void {
   const blocks = runnableBlocks(file);
