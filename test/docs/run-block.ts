@@ -34,6 +34,15 @@ export interface Context {
 
 let modulesDir: string | undefined;
 
+/** The tools docs/recipes/ shows (devDependencies here): a user of a recipe has installed its tool. */
+export const RECIPE_TOOLS = ['kysely', 'drizzle-orm', 'typeorm', 'sequelize', 'prisma', '@prisma/client', '@prisma/adapter-pg'];
+
+/**
+ * Legacy decorators, as every TypeORM project compiles them (its decorators predate the
+ * standard ones); tsx reads the option from here. Nothing else in the samples uses decorators.
+ */
+export const SAMPLE_COMPILER_OPTIONS = { experimentalDecorators: true };
+
 /**
  * node_modules as `npm install idlease` would leave it: the package (exports → this
  * checkout's sources, run through tsx), its dependencies beside it, and .bin/idlease.
@@ -60,12 +69,18 @@ function sharedModules(): string {
   symlinkSync(bin, path.join(nm, '.bin', 'idlease'));
   // Optional peers (postgres.js) too: a user who passes one has installed it.
   const pkg = JSON.parse(readFileSync(path.join(REPO_ROOT, 'package.json'), 'utf8')) as { dependencies: Record<string, string>; peerDependencies?: Record<string, string> };
-  const deps = [...Object.keys(pkg.dependencies), ...Object.keys(pkg.peerDependencies ?? {})];
+  const deps = [...Object.keys(pkg.dependencies), ...Object.keys(pkg.peerDependencies ?? {}), ...RECIPE_TOOLS];
   // A TypeScript user of `pg` also installs `@types/pg`: link a dependency's types where it has them.
   const typed = deps.map((dep) => `@types/${dep}`).filter((t) => existsSync(path.join(REPO_ROOT, 'node_modules', t)));
   for (const dep of [...deps, ...typed]) {
     mkdirSync(path.dirname(path.join(nm, dep)), { recursive: true });
     symlinkSync(path.join(REPO_ROOT, 'node_modules', dep), path.join(nm, dep));
+  }
+  // A recipe's command-line tool (`npx prisma generate`), as its install would leave it.
+  for (const tool of RECIPE_TOOLS) {
+    const { bin } = JSON.parse(readFileSync(path.join(REPO_ROOT, 'node_modules', tool, 'package.json'), 'utf8')) as { bin?: string | Record<string, string> };
+    const bins = typeof bin === 'string' ? { [tool]: bin } : (bin ?? {});
+    for (const [name, file] of Object.entries(bins)) symlinkSync(path.join(REPO_ROOT, 'node_modules', tool, file), path.join(nm, '.bin', name));
   }
   return (modulesDir = nm);
 }
@@ -78,6 +93,7 @@ export function removeSharedModules(): void {
 export async function createContext(target: Target, code: string): Promise<Context> {
   const dir = mkdtempSync(path.join(tmpdir(), `idlease-docs-${target}-`));
   writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: 'docs-sample', private: true, type: 'module' }));
+  writeFileSync(path.join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions: SAMPLE_COMPILER_OPTIONS }));
   symlinkSync(sharedModules(), path.join(dir, 'node_modules'));
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) {
@@ -229,28 +245,31 @@ export async function runBlock(block: DocBlock, ctx: Context): Promise<RunResult
  * Type-checks TypeScript blocks together, as a user's editor and `tsc --strict` would see
  * them: tsx runs code without checking types, so a sample could run and still not compile.
  */
-export function typecheckBlocks(blocks: readonly DocBlock[]): Promise<RunResult> {
-  const dir = mkdtempSync(path.join(tmpdir(), 'idlease-docs-tsc-'));
-  symlinkSync(sharedModules(), path.join(dir, 'node_modules'));
-  writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: 'docs-sample', private: true, type: 'module' }));
+export function typecheckBlocks(blocks: readonly DocBlock[], projectDir?: string): Promise<RunResult> {
+  // projectDir: a sample project that already holds what the blocks import (a generated client).
+  const dir = projectDir ?? mkdtempSync(path.join(tmpdir(), 'idlease-docs-tsc-'));
+  if (!projectDir) {
+    symlinkSync(sharedModules(), path.join(dir, 'node_modules'));
+    writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: 'docs-sample', private: true, type: 'module' }));
+  }
   const files = blocks.map((b) => {
     const name = `${b.file.replace(/[^a-z0-9]+/gi, '_')}_${b.line}.ts`;
     writeFileSync(path.join(dir, name), b.code);
     return name;
   });
   writeFileSync(
-    path.join(dir, 'tsconfig.json'),
+    path.join(dir, 'tsconfig.typecheck.json'),
     JSON.stringify({
       compilerOptions: {
         target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', lib: ['ES2022'], types: ['node'],
         typeRoots: [path.join(REPO_ROOT, 'node_modules/@types')],
-        strict: true, noEmit: true, skipLibCheck: true, moduleDetection: 'force', allowImportingTsExtensions: true,
+        ...SAMPLE_COMPILER_OPTIONS, strict: true, noEmit: true, skipLibCheck: true, moduleDetection: 'force', allowImportingTsExtensions: true,
       },
       files,
     }),
   );
   const ctx: Context = { target: 'none', dir, env: { ...(process.env as Record<string, string>) }, dbs: [] };
-  return run(process.execPath, [path.join(REPO_ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], ctx).finally(() =>
-    rmSync(dir, { recursive: true, force: true }),
-  );
+  return run(process.execPath, [path.join(REPO_ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.typecheck.json'], ctx).finally(() => {
+    if (!projectDir) rmSync(dir, { recursive: true, force: true });
+  });
 }

@@ -1,92 +1,48 @@
 /**
- * Every code block in README.md and docs/*.md runs as written (markers: CONTRIBUTING.md,
- * "Docs samples"). A block that fails is reported with its file:line.
+ * Every code block in README.md and docs/*.md runs as written (markers: README, "Docs
+ * samples"). A block that fails is reported with its file:line. The recipe pages
+ * (docs/recipes/*.md) run in test/recipes/, one test file per page beside the checks a page
+ * cannot show; they are type-checked here with the rest.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { REPO_ROOT } from '../helpers/cli.js';
-import { extractBlocks, FLAVORS, isRunnable, type DocBlock } from './extract.js';
-import { addExtraDatabases, createContext, disposeContext, removeSharedModules, runBlock, RUN_TIMEOUT_MS, typecheckBlocks, type Context, type RunResult, type Target } from './run-block.js';
+import { extractBlocks } from './extract.js';
+import { createContext, disposeContext, removeSharedModules, runBlock, typecheckBlocks, RUN_TIMEOUT_MS } from './run-block.js';
+import { describeDocFile, failure } from './run-file.js';
 
-const docFiles = [
-  'README.md',
-  ...readdirSync(path.join(REPO_ROOT, 'docs')).filter((f) => f.endsWith('.md')).sort().map((f) => `docs/${f}`),
-];
-
-/** Where a block runs: its markers; else where the block it continues ran; else every database if it names one; else once. */
-function targetsOf(block: DocBlock, previous: readonly Target[]): readonly Target[] {
-  if (block.flavors.length > 0) return block.flavors;
-  if (block.continues) return previous;
-  if (/\b(DATABASE_URL|IDLEASE_URL)\b/.test(block.code)) return FLAVORS;
-  return ['none'];
-}
-
-function failure(block: DocBlock, target: Target, r: RunResult): string {
-  const tail = (s: string) => s.split('\n').slice(-40).join('\n').trim();
-  return (
-    `${block.file}:${block.line}: the \`${block.lang}\` block failed on ${target === 'none' ? 'the embedded default' : target}` +
-    ` (${r.timedOut ? `timed out after ${RUN_TIMEOUT_MS / 1000} s — does the sample close what it opened?` : `exit ${r.code}`})\n` +
-    `--- stderr\n${tail(r.stderr)}\n--- stdout\n${tail(r.stdout)}`
-  );
-}
+const mdIn = (dir: string) => readdirSync(path.join(REPO_ROOT, dir)).filter((f) => f.endsWith('.md')).sort().map((f) => `${dir}/${f}`);
+const docFiles = ['README.md', ...mdIn('docs')];
+const recipeFiles = mdIn('docs/recipes');
 
 afterAll(() => removeSharedModules());
 
-for (const file of docFiles) {
-  const blocks = extractBlocks(file, readFileSync(path.join(REPO_ROOT, file), 'utf8')).filter((b) => b.problem !== undefined || (!b.noRun && isRunnable(b.lang)));
-  describe.runIf(blocks.length > 0)(file, () => {
-    let live = new Map<Target, Context>();
-    const disposeAll = async () => {
-      const old = [...live.values()];
-      live = new Map();
-      await Promise.all(old.map(disposeContext));
-    };
-    afterAll(disposeAll);
-
-    let previous: readonly Target[] = [];
-    for (const block of blocks) {
-      const targets = targetsOf(block, previous);
-      previous = targets;
-      it(`${file}:${block.line} ${block.lang}${block.flavors.length ? ' ' + block.flavors.join(' ') : ''}${block.continues ? ' continues' : ''}${block.checkout ? ' checkout' : ''}`, { timeout: 4 * RUN_TIMEOUT_MS }, async () => {
-        if (block.problem) throw new Error(`${file}:${block.line}: ${block.problem}`);
-        if (!block.continues) await disposeAll();
-        // Each database has its own context, so the runs of one block go side by side.
-        const failures = await Promise.all(
-          targets.map(async (target) => {
-            let ctx = live.get(target);
-            if (ctx === undefined) {
-              if (block.continues) return `${file}:${block.line}: \`continues\` but the block before it did not run on ${target}`;
-              ctx = await createContext(target, block.code);
-              live.set(target, ctx);
-            } else {
-              await addExtraDatabases(ctx, block.code);
-            }
-            const r = await runBlock(block, ctx);
-            return r.code !== 0 || r.timedOut ? failure(block, target, r) : undefined;
-          }),
-        );
-        const failed = failures.filter((f): f is string => f !== undefined);
-        if (failed.length > 0) throw new Error(failed.join('\n\n'));
-      });
-    }
-  });
-}
+for (const file of docFiles) describeDocFile(file);
 
 describe('TypeScript samples', () => {
   it('type-check under strict NodeNext, as a user would compile them', { timeout: 4 * RUN_TIMEOUT_MS }, async () => {
-    const ts = docFiles.flatMap((file) =>
+    const ts = [...docFiles, ...recipeFiles].flatMap((file) =>
       extractBlocks(file, readFileSync(path.join(REPO_ROOT, file), 'utf8')).filter((b) => !b.noRun && (b.lang === 'ts' || b.lang === 'typescript')),
     );
     const r = await typecheckBlocks(ts);
-    // tsc names the generated file README_md_146.ts(3,7): point at the line in the Markdown file instead.
-    const located = r.stdout.replace(/^(\w+?)_md_(\d+)\.ts\((\d+),(\d+)\)/gm, (_m, f: string, line: string, l: string, c: string) =>
-      `${f.replace(/^docs_/, 'docs/')}.md:${Number(line) + Number(l)}:${c}`);
+    // tsc names the generated file docs_recipes_pg_md_146.ts(3,7): point at the line in the Markdown file instead.
+    const byName = new Map(ts.map((b) => [b.file.replace(/[^a-z0-9]+/gi, '_'), b.file]));
+    const located = r.stdout.replace(/^(\w+?)_(\d+)\.ts\((\d+),(\d+)\)/gm, (m, f: string, line: string, l: string, c: string) =>
+      byName.has(f) ? `${byName.get(f)}:${Number(line) + Number(l)}:${c}` : m);
     expect(r.code, located + r.stderr).toBe(0);
   });
 });
 
 describe('docs-sample harness', () => {
+  it('every recipe page has a test in test/recipes/ that runs it', () => {
+    const unrun = recipeFiles.filter((file) => {
+      const test = path.join(REPO_ROOT, 'test/recipes', `${path.basename(file, '.md')}.test.ts`);
+      return !existsSync(test) || !readFileSync(test, 'utf8').includes(`'${file}'`);
+    });
+    expect(unrun, 'each docs/recipes/<page>.md needs test/recipes/<page>.test.ts that runs it (describeDocFile, or block by block as prisma.test.ts)').toEqual([]);
+  });
+
   it('flags blocks it cannot run: config without no-run, sql without a database, unknown markers', () => {
     const md = ['```yaml', 'a: 1', '```', '```sql', 'SELECT 1;', '```', '```ts no-rn', 'x', '```', '```yaml no-run', 'a: 1', '```', '```', 'usage', '```'].join('\n');
     const blocks = extractBlocks('x.md', md);
