@@ -146,6 +146,9 @@ function run(cmd: string, args: string[], ctx: Context, input?: string, cwd = ct
     let timedOut = false;
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    // A child that exits before reading its input (a failing sample) closes the pipe: EPIPE on
+    // our write is expected then, and unhandled it would end the whole test run.
+    child.stdin.on('error', () => undefined);
     child.stdin.end(input ?? '');
     const killGroup = () => {
       try {
