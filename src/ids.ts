@@ -38,3 +38,13 @@ export function toBigInt(value: unknown, what = 'value'): bigint {
       'Configure the driver to return int8 as string or bigint (idlease.connect does this).',
   );
 }
+
+/**
+ * A 32-bit `int` column (a worker id, a pid) as a JS number: these fit a number exactly, unlike
+ * IDs. Anything that is not an integer in int range is a driver or schema surprise, not a value.
+ */
+export function toInt32(value: unknown, what = 'value'): number {
+  const n = typeof value === 'string' && /^-?\d+$/.test(value) ? Number(value) : typeof value === 'bigint' ? Number(value) : value;
+  if (typeof n === 'number' && Number.isInteger(n) && n >= -2_147_483_648 && n <= 2_147_483_647) return n;
+  throw new IdleaseError('INVARIANT', `The database returned ${what} = ${String(value)} (${typeof value}), which is not a 32-bit integer.`);
+}

@@ -5,7 +5,7 @@
  */
 import type { Knex } from 'knex';
 import { IdleaseError } from '../errors.js';
-import { toBigInt } from '../ids.js';
+import { toBigInt, toInt32 } from '../ids.js';
 import { type Flavor, ownObject, ownObjectName, quoteIdent } from './detect.js';
 import { retryConflicts } from './conflicts.js';
 import { isMissingTable, legacyLayoutHint } from './missing-object.js';
@@ -149,7 +149,7 @@ ON DUPLICATE KEY UPDATE
     ]));
     const res = await run(knex, t, `SELECT worker_id, CAST(max_time_ms AS CHAR) AS max_time_ms FROM ${tb} WHERE worker_group = ? AND holder_token = ?`, [group, holder.token]);
     const row = rowsOf(t.flavor, res)[0];
-    return row && { workerId: Number(row.worker_id), maxTimeMs: toBigInt(row.max_time_ms, 'max_time_ms') };
+    return row && { workerId: toInt32(row.worker_id, 'worker_id'), maxTimeMs: toBigInt(row.max_time_ms, 'max_time_ms') };
   }
   const now = 'now()';
   const sql = `INSERT INTO ${tb} AS w (worker_group, worker_id, holder_token, holder_host, holder_pid, holder_started_at, lease_expires_at, max_time_ms)
@@ -161,7 +161,7 @@ ON CONFLICT (worker_group, worker_id) DO UPDATE SET
 RETURNING worker_id, max_time_ms::text AS max_time_ms`;
   const res = await run(knex, t, sql, [group, holder.token, holder.host, holder.pid, holder.startedAt, ttlMs, group, group, maxWorkerId, group]);
   const row = rowsOf(t.flavor, res)[0];
-  return row && { workerId: Number(row.worker_id), maxTimeMs: toBigInt(row.max_time_ms, 'max_time_ms') };
+  return row && { workerId: toInt32(row.worker_id, 'worker_id'), maxTimeMs: toBigInt(row.max_time_ms, 'max_time_ms') };
 }
 
 /**
@@ -210,9 +210,9 @@ export async function listWorkerRows(knex: Knex, t: WorkerTarget, group?: string
   return rowsOf(t.flavor, res).map((r) =>
     Object.freeze({
       group: String(r.worker_group),
-      workerId: Number(r.worker_id),
+      workerId: toInt32(r.worker_id, 'worker_id'),
       host: String(r.holder_host),
-      pid: Number(r.holder_pid),
+      pid: toInt32(r.holder_pid, 'holder_pid'),
       startedAt: r.holder_started_at == null ? null : new Date(r.holder_started_at as string),
       leaseExpiresAt: new Date(r.lease_expires_at as string),
       maxTimeMs: toBigInt(r.max_time_ms, 'max_time_ms'),
