@@ -1,7 +1,8 @@
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import knexFactory, { type Knex } from 'knex';
-import ClientPgLite from 'knex-pglite';
+import { embeddedKnexConfig, type EmbeddedConnection } from './embedded/client.js';
+import { DEFAULT_LOCK_TIMEOUT_MS } from './embedded/lock.js';
 import { IdleaseError } from './errors.js';
 
 /** Where the embedded default database lives when no URL is given. */
@@ -16,6 +17,11 @@ export interface ConnectOptions {
    * error and not the driver's stack traces.
    */
   log?: (line: string) => void;
+  /**
+   * PGlite directory only: how long opening waits while another process holds the directory
+   * (one process at a time may open it). Default 10,000 ms, then `DB_LOCKED` naming the holder.
+   */
+  lockTimeoutMs?: number;
 }
 
 /**
@@ -25,6 +31,8 @@ export interface ConnectOptions {
  *
  * URLs: mysql://user:pass@host:port/db, mariadb://…, postgres://… or postgresql://…,
  * pglite:<dir> (a directory), pglite:memory. Undefined → the embedded PGlite in ./.idlease/.
+ * A PGlite directory is opened on first use, under a lock that keeps every other process out
+ * until this knex is destroyed (src/embedded/lock.ts).
  */
 export function connect(url?: string, options: ConnectOptions = {}): Knex {
   return knexFactory(knexConfig(url, options));
@@ -39,7 +47,7 @@ export function knexConfig(url?: string, options: ConnectOptions = {}): Knex.Con
  * knex logs to stdout, which would corrupt `--json` output; and its "can't take lock"
  * warnings are noise here, because migrate() waits for the lock itself.
  */
-function knexLog(write: (line: string) => void): Knex.Config['log'] {
+export function knexLog(write: (line: string) => void): Knex.Config['log'] {
   return {
     warn(message: unknown) {
       if (/Can't take lock|release the lock manually/.test(String(message))) return;
@@ -57,16 +65,30 @@ function knexLog(write: (line: string) => void): Knex.Config['log'] {
 
 const toStderr = (line: string) => void process.stderr.write(line + '\n');
 
+/**
+ * Where a PGlite URL keeps its data: `{ dir }`, `{ dir: undefined }` for pglite:memory, or
+ * undefined when the URL is not PGlite. Undefined URL → the embedded default directory.
+ */
+export function pgliteTarget(url: string | undefined): { dir: string | undefined } | undefined {
+  if (url === undefined) return { dir: DEFAULT_PGLITE_DIR };
+  if (!url.startsWith('pglite:')) return undefined;
+  const target = url.slice('pglite:'.length).replace(/^\/\//, '');
+  if (target === 'memory') return { dir: undefined };
+  if (target === '') {
+    // An unset variable in a deploy script (`pglite:$DIR`) must not turn into a database that forgets every ID.
+    throw new IdleaseError('BAD_CONFIG', 'The PGlite URL "pglite:" names no directory. Use pglite:<dir> (kept on disk) or, for a throwaway database, pglite:memory.');
+  }
+  return { dir: target };
+}
+
 function driverConfig(url: string | undefined, options: ConnectOptions): Knex.Config {
   const poolMax = options.poolMax ?? 4;
-  if (url === undefined || url === '' || url.startsWith('pglite:')) {
-    const target = url ? url.slice('pglite:'.length).replace(/^\/\//, '') : DEFAULT_PGLITE_DIR;
-    if (target === 'memory' || target === '') {
-      return { client: ClientPgLite, dialect: 'postgres', connection: {} } as Knex.Config;
-    }
-    mkdirSync(path.dirname(path.resolve(target)), { recursive: true });
-    return { client: ClientPgLite, dialect: 'postgres', connection: { filename: target } } as unknown as Knex.Config;
+  if (url === '') {
+    throw new IdleaseError('BAD_CONFIG', 'The database URL is empty. Give mysql://…, postgres://… or pglite:<dir>, or pass no URL for the embedded PGlite in ./.idlease/.');
   }
+  const embedded = pgliteTarget(url);
+  if (embedded) return embeddedConfig({ dir: embedded.dir, lockTimeoutMs: options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS });
+  url = url as string;
   let parsed: URL;
   try {
     parsed = new URL(url);
@@ -112,4 +134,10 @@ function driverConfig(url: string | undefined, options: ConnectOptions): Knex.Co
 /** A URL fit for messages and logs: the password replaced. */
 export function redact(url: string): string {
   return url.replace(/\/\/([^:@/]*):[^@/]*@/, '//$1:***@');
+}
+
+/** The knex config of a PGlite database (the directory's parent created); the CLI hands over a lock it already took. */
+export function embeddedConfig(connection: EmbeddedConnection): Knex.Config {
+  if (connection.dir !== undefined) mkdirSync(path.dirname(path.resolve(connection.dir)), { recursive: true });
+  return embeddedKnexConfig(connection);
 }

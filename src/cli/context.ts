@@ -1,6 +1,7 @@
 import { InvalidArgumentError, type Command } from 'commander';
-import type { Knex } from 'knex';
-import { connect, DEFAULT_PGLITE_DIR, redact } from '../connect.js';
+import knexFactory, { type Knex } from 'knex';
+import { connect, DEFAULT_PGLITE_DIR, embeddedConfig, knexLog, pgliteTarget, redact } from '../connect.js';
+import { acquireDirectoryLock, DEFAULT_LOCK_TIMEOUT_MS, type DirectoryLock, type LockHolder } from '../embedded/lock.js';
 import { connectionError, connectionProblem, describeConnectionProblem } from '../dialects/connection-errors.js';
 import { IdleaseError } from '../errors.js';
 
@@ -8,6 +9,7 @@ export interface GlobalOptions {
   url?: string;
   json?: boolean;
   verbose?: boolean;
+  lockWait?: number;
 }
 
 /** The options every command inherits (`--url`, `--json`), read from the root program. */
@@ -17,8 +19,76 @@ export function globals(cmd: Command): GlobalOptions {
 
 /** A knex handle for a CLI command: knex's own log lines (stack traces included) only with --verbose. */
 export function openDatabase(cmd: Command, url: string | undefined, poolMax?: number): Knex {
+  return connect(url, { poolMax, log: cliLog(cmd), lockTimeoutMs: globals(cmd).lockWait });
+}
+
+function cliLog(cmd: Command): (line: string) => void {
   const verbose = globals(cmd).verbose === true;
-  return connect(url, { poolMax, log: (line) => { if (verbose) process.stderr.write(line + '\n'); } });
+  return (line) => { if (verbose) process.stderr.write(line + '\n'); };
+}
+
+/** The URL a command uses: --url, else $IDLEASE_URL, else undefined (the embedded default). */
+export function targetUrl(cmd: Command): string | undefined {
+  const { url } = globals(cmd);
+  if (url !== undefined) {
+    if (url.trim() === '') throw new IdleaseError('BAD_CONFIG', '--url is empty (an unset variable?). Give mysql://…, postgres://… or pglite:<dir>, or leave --url out for the embedded PGlite in ./.idlease/.');
+    return url;
+  }
+  const env = process.env.IDLEASE_URL;
+  if (env !== undefined && env.trim() === '') {
+    throw new IdleaseError('BAD_CONFIG', 'IDLEASE_URL is set but empty. Set it to mysql://…, postgres://… or pglite:<dir>, or unset it for the embedded PGlite in ./.idlease/.');
+  }
+  return env;
+}
+
+export interface OpenedDatabase {
+  /** The lock on the embedded directory, held until the command's knex closes. */
+  readonly lock?: DirectoryLock;
+}
+
+export interface WithKnexOptions<T> {
+  /**
+   * Commands that draw IDs: when `idlease serve` holds the embedded directory, go through it
+   * instead of waiting for a lock it keeps for its whole life.
+   */
+  readonly viaServe?: (serve: NonNullable<LockHolder['serve']>) => Promise<T>;
+  /** serve may run on pglite:memory (it says so); every other command would forget what it did. */
+  readonly allowMemory?: boolean;
+}
+
+/** Open the database the user named (or the embedded PGlite), run `fn`, always close. */
+export async function withKnex<T>(cmd: Command, fn: (knex: Knex, db: OpenedDatabase) => Promise<T>, options: WithKnexOptions<T> = {}): Promise<T> {
+  const url = targetUrl(cmd);
+  const embedded = pgliteTarget(url);
+  let knex: Knex;
+  let lock: DirectoryLock | undefined;
+  if (embedded?.dir === undefined && embedded !== undefined && !options.allowMemory) {
+    throw new IdleaseError('BAD_CONFIG', `${url} keeps nothing once this command exits: the next run would start from 1 again and repeat IDs. Use pglite:<dir> (kept on disk), or leave --url out for ./${DEFAULT_PGLITE_DIR}/.`);
+  }
+  if (embedded?.dir !== undefined) {
+    const dir = embedded.dir;
+    const viaServe = options.viaServe;
+    let serve: LockHolder['serve'];
+    lock = await acquireDirectoryLock(dir, {
+      timeoutMs: globals(cmd).lockWait ?? DEFAULT_LOCK_TIMEOUT_MS,
+      stopWaiting: (holder) => {
+        serve = viaServe ? holder?.serve : undefined;
+        return serve !== undefined;
+      },
+    });
+    if (!lock) return viaServe!(serve!);
+    knex = knexFactory({ ...embeddedConfig({ dir, lock }), log: knexLog(cliLog(cmd)) });
+  } else {
+    knex = openDatabase(cmd, url);
+  }
+  try {
+    await refuseBadConnection(knex, url);
+    return await fn(knex, { lock });
+  } finally {
+    await knex.destroy();
+    // A lock whose connection never opened was never handed to PGlite.
+    lock?.release();
+  }
 }
 
 /**
@@ -33,21 +103,8 @@ export async function refuseBadConnection(knex: Knex, url: string | undefined): 
   }
 }
 
-/** Open the database the user named (or the embedded PGlite), run `fn`, always close. */
-export async function withKnex<T>(cmd: Command, fn: (knex: Knex) => Promise<T>): Promise<T> {
-  const url = globals(cmd).url ?? process.env.IDLEASE_URL;
-  const knex = openDatabase(cmd, url);
-  try {
-    await refuseBadConnection(knex, url);
-    return await fn(knex);
-  } finally {
-    await knex.destroy();
-  }
-}
-
 export function describeTarget(cmd: Command): string {
-  const { url } = globals(cmd);
-  return url ?? process.env.IDLEASE_URL ?? `embedded PGlite in ./${DEFAULT_PGLITE_DIR}/`;
+  return targetUrl(cmd) ?? `embedded PGlite in ./${DEFAULT_PGLITE_DIR}/`;
 }
 
 /** JSON with every bigint written as a string: IDs pass 2^53 and JSON numbers do not survive that. */

@@ -1,4 +1,4 @@
-import { Command, CommanderError } from 'commander';
+import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { errorCategory, IdleaseError } from '../errors.js';
 import { registerMigrate, type MigrateFlagContributor } from './migrate.js';
 import { registerSegmentCommands } from './segment.js';
@@ -7,12 +7,18 @@ import { nextIdMigrateFlags, registerNextIdAdminCommands, registerNextIdCommands
 import { registerServeCommand } from './serve.js';
 import { registerSnowflakeCommands } from './snowflake.js';
 
+function lockWait(value: string): number {
+  if (!/^\d{1,9}$/.test(value)) throw new InvalidArgumentError(`--lock-wait must be a number of milliseconds (0 tries once), got ${JSON.stringify(value)}.`);
+  return Number(value);
+}
+
 export function buildProgram(): Command {
   const program = new Command('idlease')
     .description('Unique 64-bit IDs from the MySQL/MariaDB and PostgreSQL you already run.')
     .option('--url <url>', 'database: mysql://…, mariadb://…, postgres://…, pglite:<dir> (default: $IDLEASE_URL, else embedded PGlite in ./.idlease/)')
     .option('--json', 'machine-readable output (IDs as strings)')
     .option('--verbose', "on failure, also print the error's causes and the database driver's log lines")
+    .option('--lock-wait <ms>', 'embedded database only: how long to wait while another process has it open (default 10000)', lockWait)
     .exitOverride();
   // Every error is one line `idlease: CODE: message`, commander's own parse errors included;
   // subcommands inherit this (copyInheritedSettings), so it holds for `idlease tickets next -n 0` too.

@@ -4,7 +4,9 @@ import { IdleaseError } from '../errors.js';
 import { migrate } from '../migrations/migrate.js';
 import { addTag, bumpTag, listTags, setStep } from '../segment/admin.js';
 import { createSegmentAllocator } from '../segment/allocator.js';
-import { describeTarget, globals, positiveInt, print, withKnex } from './context.js';
+import { pgliteTarget } from '../connect.js';
+import { describeTarget, positiveInt, print, targetUrl, withKnex } from './context.js';
+import { drawThroughServe } from './via-serve.js';
 
 interface TableFlags {
   table: string;
@@ -13,8 +15,7 @@ interface TableFlags {
 
 /** The embedded default (and any pglite: URL) is a private playground: idlease sets it up on first use. */
 function isEmbedded(cmd: Command): boolean {
-  const url = globals(cmd).url ?? process.env.IDLEASE_URL;
-  return url === undefined || url === '' || url.startsWith('pglite:');
+  return pgliteTarget(targetUrl(cmd)) !== undefined;
 }
 
 async function prepare(cmd: Command, knex: Knex, flags: TableFlags): Promise<void> {
@@ -49,24 +50,27 @@ back on exit), and never repeat an ID. On a server database run \`idlease migrat
 \`idlease tag add <tag>\` first, or pass --create.`)
     .action(async (tag: string, flags: TableFlags & { count: number; create?: boolean; start?: string; step?: number }, self: Command) => {
       if (flags.count > 1_000_000) throw new IdleaseError('BAD_ARGUMENT', `-n must be at most 1000000, got ${flags.count}; run the command again for more.`);
-      await withKnex(self, async (knex) => {
-        await prepare(self, knex, flags);
-        const create = flags.create || isEmbedded(self) ? { start: flags.start, step: flags.step } : undefined;
-        const alloc = createSegmentAllocator({
-          knex, tag, table: flags.table, schema: flags.schema,
-          ...(create ? { create } : {}),
-          // One short-lived process: lease what is asked for (at least the row's step), nothing more.
-          targetLeaseMs: 1,
-          preloadMs: 0,
-        });
-        let ids: bigint[];
-        try {
-          ids = await alloc.nextBatch(flags.count);
-        } finally {
-          await alloc.close();
-        }
-        print(self, ids.map(String), { tag, ids });
-      });
+      const create = flags.create || isEmbedded(self) ? { start: flags.start, step: flags.step } : undefined;
+      const ids = await withKnex(
+        self,
+        async (knex) => {
+          await prepare(self, knex, flags);
+          const alloc = createSegmentAllocator({
+            knex, tag, table: flags.table, schema: flags.schema,
+            ...(create ? { create } : {}),
+            // One short-lived process: lease what is asked for (at least the row's step), nothing more.
+            targetLeaseMs: 1,
+            preloadMs: 0,
+          });
+          try {
+            return await alloc.nextBatch(flags.count);
+          } finally {
+            await alloc.close();
+          }
+        },
+        { viaServe: (serve) => drawThroughServe(serve, { tag, count: flags.count, table: flags.table, schema: flags.schema, ...(create ? { create } : {}) }) },
+      );
+      print(self, ids.map(String), { tag, ids });
     });
 
   const tagCmd = program.command('tag').description('manage segment tags: add | list | set-step | bump');

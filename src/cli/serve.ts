@@ -1,8 +1,9 @@
 /** `idlease serve`: flags only; the server lives in src/serve/. */
 import { InvalidArgumentError, type Command } from 'commander';
+import { pgliteTarget } from '../connect.js';
 import { migrate } from '../migrations/migrate.js';
 import { runServe } from '../serve/run.js';
-import { describeTarget, globals, positiveInt, withKnex } from './context.js';
+import { describeTarget, positiveInt, targetUrl, withKnex } from './context.js';
 
 function tagList(value: string): string[] {
   const tags = value.split(',').map((t) => t.trim()).filter((t) => t.length > 0);
@@ -30,13 +31,27 @@ database (no --url) the table is created on first use. Logs are JSON lines on st
 URL it listens on is printed on stdout. SIGTERM/SIGINT: finish requests in flight, give the
 unused part of each lease back, exit 0; a second signal exits at once.`)
     .action(async (flags: { host: string; port: number; tags?: string[]; token?: string; protectMetrics?: boolean; maxStep?: number; table: string; schema?: string; snowflakeGroup: string; shutdownTimeout: number }, self: Command) => {
-      const url = globals(self).url ?? process.env.IDLEASE_URL;
-      await withKnex(self, async (knex) => {
-        if (url === undefined || url === '' || url.startsWith('pglite:')) await migrate(knex, { schema: flags.schema, segments: { table: flags.table }, workers: true });
+      const embedded = pgliteTarget(targetUrl(self));
+      const token = flags.token ?? (process.env.IDLEASE_TOKEN || undefined);
+      await withKnex(self, async (knex, { lock }) => {
+        if (embedded) await migrate(knex, { schema: flags.schema, segments: { table: flags.table }, workers: true });
         await runServe({
-          knex, host: flags.host, port: flags.port, tags: flags.tags, token: flags.token ?? (process.env.IDLEASE_TOKEN || undefined),
+          knex, host: flags.host, port: flags.port, tags: flags.tags, token,
           protectMetrics: flags.protectMetrics, maxStep: flags.maxStep, table: flags.table, schema: flags.schema, snowflakeGroup: flags.snowflakeGroup, shutdownTimeoutMs: flags.shutdownTimeout, target: describeTarget(self),
+          createTags: embedded !== undefined,
+          ephemeral: embedded !== undefined && embedded.dir === undefined,
+          // `idlease next` on this directory finds the server here and draws through it (the file is readable by its owner only).
+          onListening: (url) => lock?.announce({ serve: { url: reachable(url), table: flags.table, ...(token ? { token } : {}), ...(flags.schema ? { schema: flags.schema } : {}) } }),
+          onStopping: () => lock?.announce({ serve: undefined }),
         });
-      });
+      }, { allowMemory: true });
     });
+}
+
+/** A server listening on every address is reached on loopback. */
+function reachable(url: string): string {
+  const u = new URL(url);
+  if (u.hostname === '0.0.0.0') u.hostname = '127.0.0.1';
+  if (u.hostname === '[::]') u.hostname = '[::1]';
+  return u.toString().replace(/\/$/, '');
 }

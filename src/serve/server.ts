@@ -18,7 +18,7 @@ import { Registry } from 'prom-client';
 import { MAX_ROW_STEP } from '../dialects/segments.js';
 import { errorCategory, IdleaseError, isIdleaseError } from '../errors.js';
 import { collectMetrics } from '../metrics/index.js';
-import { listTags } from '../segment/admin.js';
+import { addTag, listTags } from '../segment/admin.js';
 import { createSegmentAllocator } from '../segment/allocator.js';
 import { createKnexSegmentStore, type SegmentStore } from '../segment/store.js';
 import type { SegmentAllocator } from '../segment/types.js';
@@ -45,6 +45,12 @@ export interface ServeOptions {
   readonly maxStep?: number;
   /** Worker-id group of the server's snowflake allocator. Default 'serve'. */
   readonly snowflakeGroup?: string;
+  /**
+   * Honour `?create=1` on /ids by adding a missing tag, as `idlease next` does on the embedded
+   * database (the CLI sends its draws through a serve that holds that directory). Off on servers:
+   * there, tags are never created over HTTP.
+   */
+  readonly createTags?: boolean;
   readonly logger: Logger;
 }
 
@@ -76,9 +82,12 @@ function digest(s: string): Buffer {
   return createHash('sha256').update(s).digest();
 }
 
+function queryParam(query: string, name: string): string | undefined {
+  return new RegExp(`(?:^|&)${name}=([^&]*)`).exec(query)?.[1];
+}
+
 function intParam(query: string, name: string, min: number, max: number): number {
-  const m = new RegExp(`(?:^|&)${name}=([^&]*)`).exec(query);
-  const raw = m?.[1];
+  const raw = queryParam(query, name);
   const v = raw !== undefined && /^\d{1,16}$/.test(raw) ? Number(raw) : NaN;
   if (!Number.isSafeInteger(v) || v < min || v > max) {
     throw new IdleaseError('BAD_ARGUMENT', `?${name}= must be an integer from ${min} to ${max}, got ${raw === undefined ? 'nothing' : JSON.stringify(raw.slice(0, 40))}.`);
@@ -143,6 +152,14 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
     allocators.set(tag, a);
     collectMetrics(registry, a);
     return a;
+  }
+
+  async function addMissingTag(tag: string, query: string): Promise<void> {
+    if (known.has(tag) || (o.tags && !o.tags.includes(tag))) return;
+    const start = queryParam(query, 'start');
+    const step = queryParam(query, 'step');
+    await addTag(o.knex, { ...table, tag, ...(start ? { start } : {}), ...(step ? { step: intParam(query, 'step', 1, MAX_ROW_STEP) } : {}) });
+    known.add(tag);
   }
 
   function authorized(req: http.IncomingMessage): boolean {
@@ -233,6 +250,7 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
       if (parts[4] === 'ids') {
         guard(req, 'GET', true);
         const n = intParam(query, 'n', 1, maxBatch);
+        if (o.createTags && queryParam(query, 'create') === '1') await addMissingTag(tag, query);
         const a = await allocatorFor(tag);
         json(res, 200, { ids: await a.nextBatch(n) });
         return;

@@ -1,0 +1,72 @@
+/**
+ * knex's client for the embedded database: knex-pglite's SQL behaviour, but PGlite is opened
+ * only on first use and only under the directory's lock (./lock.ts), and closing knex closes
+ * PGlite before it lets the directory go. knex-pglite itself opens PGlite in its constructor,
+ * before anyone could take a lock.
+ */
+import type { PGlite } from '@electric-sql/pglite';
+import type { Knex } from 'knex';
+import ClientPgLite from 'knex-pglite';
+import { acquireDirectoryLock, type DirectoryLock } from './lock.js';
+
+export interface EmbeddedConnection {
+  /** The data directory; undefined keeps the database in memory (nothing to lock, nothing kept). */
+  readonly dir?: string;
+  /** A lock already taken by the caller (the CLI); handed over, released when knex closes. */
+  readonly lock?: DirectoryLock;
+  /** How long the first connection waits for another process's lock. */
+  readonly lockTimeoutMs?: number;
+}
+
+type OpenPGlite = PGlite & { idleaseLock?: DirectoryLock };
+
+// knex-pglite is typed as knex's generic Client; the hooks below are knex's own internals.
+const Base = ClientPgLite as unknown as new (config: Knex.Config) => object;
+
+class EmbeddedClient extends Base {
+  declare config: Knex.Config & { connection: EmbeddedConnection };
+  private handedOver: DirectoryLock | undefined;
+
+  constructor(config: Knex.Config & { connection: EmbeddedConnection }) {
+    super(config);
+    this.handedOver = config.connection.lock;
+  }
+
+  _driver(): undefined {
+    return undefined;
+  }
+
+  async _acquireOnlyConnection(): Promise<OpenPGlite> {
+    const { dir, lockTimeoutMs } = this.config.connection;
+    const { PGlite } = await import('@electric-sql/pglite');
+    if (dir === undefined) {
+      const db = new PGlite();
+      await db.waitReady;
+      return db;
+    }
+    const lock = this.handedOver ?? (await acquireDirectoryLock(dir, { timeoutMs: lockTimeoutMs }));
+    this.handedOver = undefined;
+    try {
+      const db: OpenPGlite = new PGlite(dir);
+      await db.waitReady;
+      db.idleaseLock = lock;
+      return db;
+    } catch (err) {
+      lock?.release();
+      throw err;
+    }
+  }
+
+  async destroyRawConnection(connection: OpenPGlite): Promise<void> {
+    try {
+      if (!connection.closed) await connection.close();
+    } finally {
+      connection.idleaseLock?.release();
+    }
+  }
+}
+
+/** The knex config of an embedded database. */
+export function embeddedKnexConfig(connection: EmbeddedConnection): Knex.Config {
+  return { client: EmbeddedClient as unknown as typeof Knex.Client, dialect: 'postgres', connection } as unknown as Knex.Config;
+}
