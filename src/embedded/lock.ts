@@ -13,9 +13,12 @@
  * the URL of an `idlease serve` that holds it) for the messages of whoever waits.
  */
 import fs from 'node:fs';
+import { createRequire } from 'node:module';
 import path from 'node:path';
-import fsx from 'fs-native-extensions';
 import { IdleaseError } from '../errors.js';
+
+// The one call used; the package ships no types. tryLock: an exclusive lock on `fd`, false when another holds it.
+const fsx = createRequire(import.meta.url)('fs-native-extensions') as { tryLock(fd: number): boolean };
 
 /** What the lock file says about its holder. Written by the holder, read by whoever waits. */
 export interface LockHolder {

@@ -147,13 +147,13 @@ describe('CLI errors: one line, the right code, at once', () => {
 
   it('options that do not apply are refused: --tickets-engine on PostgreSQL/PGlite, --tickets-* without --tickets', async () => {
     const refused = await Promise.all(
-      [pg.url, 'pglite:memory'].map((url) => runCli(['--url', url, 'migrate', '--no-segments', '--tickets', '--tickets-engine', 'MyISAM'], { cwd: dir })),
+      [pg.url, `pglite:${path.join(dir, 'pgl')}`].map((url) => runCli(['--url', url, 'migrate', '--no-segments', '--tickets', '--tickets-engine', 'MyISAM'], { cwd: dir })),
     );
     for (const res of refused) {
       expectOneLine(res, 'BAD_CONFIG', 2);
       expect(res.stderr).toContain('MySQL/MariaDB only');
     }
-    expectOneLine(await runCli(['--url', 'pglite:memory', 'migrate', '--tickets-offset', '2'], { cwd: dir }), 'BAD_CONFIG', 2);
+    expectOneLine(await runCli(['--url', `pglite:${path.join(dir, 'pgl')}`, 'migrate', '--tickets-offset', '2'], { cwd: dir }), 'BAD_CONFIG', 2);
     // Still accepted where it applies.
     const ok = await runCli(['--url', my.url, 'migrate', '--no-segments', '--tickets', 'myisam_seq', '--tickets-engine', 'MyISAM'], { cwd: dir });
     expect(ok.code, ok.stderr).toBe(0);
