@@ -6,6 +6,7 @@ import { registerTicketCommands, ticketMigrateFlags } from './tickets.js';
 import { nextIdMigrateFlags, registerNextIdAdminCommands, registerNextIdCommands } from './next-id.js';
 import { registerServeCommand } from './serve.js';
 import { registerSnowflakeCommands } from './snowflake.js';
+import { packageVersion } from './version.js';
 
 export function buildProgram(): Command {
   const program = new Command('idlease')
@@ -13,6 +14,7 @@ export function buildProgram(): Command {
     .option('--url <url>', 'database: mysql://…, mariadb://…, postgres://…, pglite:<dir> (default: $IDLEASE_URL, else embedded PGlite in ./.idlease/)')
     .option('--json', 'machine-readable output (IDs as strings)')
     .option('--verbose', "on failure, also print the error's causes and the database driver's log lines")
+    .version(packageVersion(), '-V, --version', "print idlease's version")
     .exitOverride();
   // Every error is one line `idlease: CODE: message`, commander's own parse errors included;
   // subcommands inherit this (copyInheritedSettings), so it holds for `idlease tickets next -n 0` too.
