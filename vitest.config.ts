@@ -7,6 +7,8 @@ const ALONE = [
   'test/stress/**/*.test.ts',
   'test/integration/next-id-bound.test.ts',
   'test/integration/next-id-crash.test.ts',
+  // npm pack, npm install and tsc in a temp app: minutes of CPU.
+  'test/package/**/*.test.ts',
 ];
 
 export default defineConfig({

@@ -6,6 +6,7 @@ import { registerTicketCommands, ticketMigrateFlags } from './tickets.js';
 import { nextIdMigrateFlags, registerNextIdAdminCommands, registerNextIdCommands } from './next-id.js';
 import { registerServeCommand } from './serve.js';
 import { registerSnowflakeCommands } from './snowflake.js';
+import { packageVersion } from './version.js';
 
 function lockWait(value: string): number {
   if (!/^\d{1,9}$/.test(value)) throw new InvalidArgumentError(`--lock-wait must be a number of milliseconds (0 tries once), got ${JSON.stringify(value)}.`);
@@ -19,6 +20,7 @@ export function buildProgram(): Command {
     .option('--json', 'machine-readable output (IDs as strings)')
     .option('--verbose', "on failure, also print the error's causes and the database driver's log lines")
     .option('--lock-wait <ms>', 'embedded database only: how long to wait while another process has it open (default 10000)', lockWait)
+    .version(packageVersion(), '-V, --version', "print idlease's version")
     .exitOverride();
   // Every error is one line `idlease: CODE: message`, commander's own parse errors included;
   // subcommands inherit this (copyInheritedSettings), so it holds for `idlease tickets next -n 0` too.

@@ -11,7 +11,7 @@ export type Flavor = (typeof FLAVORS)[number];
 export const RUNNABLE = ['ts', 'typescript', 'sql', 'sh', 'bash', 'shell', 'console'] as const;
 /** A plain fence (usage synopses, tables drawn in text) is prose, never run. */
 const PROSE = new Set(['', 'text', 'txt']);
-const MARKERS = new Set(['no-run', 'continues', 'checkout', ...FLAVORS]);
+const MARKERS = new Set(['no-run', 'continues', 'checkout', 'installed', ...FLAVORS]);
 
 export interface DocBlock {
   readonly file: string;
@@ -23,6 +23,11 @@ export interface DocBlock {
   readonly continues: boolean;
   /** Runs in this checkout (a shell block for contributors), not in a user's project. */
   readonly checkout: boolean;
+  /**
+   * Runs in an app that installed the packed tarball (test/package/pack-install.test.ts), not
+   * here: what only an installed package has (dist/migrations for the knex CLI).
+   */
+  readonly installed: boolean;
   readonly code: string;
   /** Why the block is unusable as written (an unknown marker, a config block without no-run). */
   readonly problem?: string;
@@ -48,9 +53,10 @@ export function extractBlocks(file: string, markdown: string): DocBlock[] {
     const [lang = '', ...markers] = info.trim().split(/\s+/).filter((w) => w.length > 0);
     const unknown = markers.filter((m) => !MARKERS.has(m));
     const noRun = markers.includes('no-run');
+    const installed = markers.includes('installed');
     let problem: string | undefined;
     if (unknown.length > 0) problem = `unknown marker(s) ${unknown.join(', ')}; known: ${[...MARKERS].join(', ')}`;
-    else if (!noRun && !PROSE.has(lang) && !isRunnable(lang)) problem = `a \`${lang}\` block is not run: mark it \`${lang} no-run\` (configuration, output) or use a runnable language (${RUNNABLE.join(', ')})`;
+    else if (!noRun && !installed && !PROSE.has(lang) && !isRunnable(lang)) problem = `a \`${lang}\` block is not run: mark it \`${lang} no-run\` (configuration, output) or use a runnable language (${RUNNABLE.join(', ')})`;
     else if (!noRun && lang === 'sql' && !markers.some((m) => (FLAVORS as readonly string[]).includes(m))) problem = 'an sql block names the database it is for: ```sql postgres, ```sql mysql or ```sql pglite (several allowed)';
     blocks.push({
       file,
@@ -60,6 +66,7 @@ export function extractBlocks(file: string, markdown: string): DocBlock[] {
       noRun,
       continues: markers.includes('continues'),
       checkout: markers.includes('checkout'),
+      installed,
       code: body.join('\n') + '\n',
       ...(problem ? { problem } : {}),
     });

@@ -28,7 +28,7 @@ export function failure(block: DocBlock, target: Target, r: RunResult): string {
 }
 
 export function runnableBlocks(file: string): DocBlock[] {
-  return extractBlocks(file, readFileSync(path.join(REPO_ROOT, file), 'utf8')).filter((b) => b.problem !== undefined || (!b.noRun && isRunnable(b.lang)));
+  return extractBlocks(file, readFileSync(path.join(REPO_ROOT, file), 'utf8')).filter((b) => b.problem !== undefined || (!b.noRun && !b.installed && isRunnable(b.lang)));
 }
 
 /**

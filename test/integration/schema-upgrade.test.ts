@@ -295,3 +295,68 @@ describe('the knex CLI and a crashed 0.1 migration meet the move (PostgreSQL)', 
     expect(await segmentRows(db.knex, 'idlease')).toHaveLength(2);
   });
 });
+
+/** An app's own knex migration in public, recorded in knex's default `knex_migrations`. */
+const APP_SOURCE = {
+  getMigrations: () => Promise.resolve(['20250101000000_create_users.js']),
+  getMigrationName: (n: string) => n,
+  getMigration: () => Promise.resolve({
+    up: (k: Knex) => k.raw('CREATE TABLE public.users (id bigint PRIMARY KEY)'),
+    down: (k: Knex) => k.raw('DROP TABLE public.users'),
+  }),
+};
+
+/** The README's knex CLI route from an installed package: idlease's files, bookkeeping where the knexfile puts it (public). */
+const IDLEASE_FILES = {
+  getMigrations: () => Promise.resolve(['20261122000001_segments.js']),
+  getMigrationName: (n: string) => n,
+  getMigration: () => Promise.resolve({ up: segmentsFileUp, down: segmentsFileDown }),
+};
+
+async function publicTables(knex: Knex): Promise<string[]> {
+  const r = await rows(knex, `SELECT tablename::text AS name FROM pg_tables WHERE schemaname = 'public' ORDER BY 1`);
+  return r.map((x) => String(x.name));
+}
+
+describe("knex's bookkeeping in public is never taken for an older install (PostgreSQL)", () => {
+  let db: TestDb;
+  beforeAll(async () => { db = await createTestDb('postgres', 'schema_up_knexbook'); });
+  afterAll(async () => { await db?.drop(); });
+
+  it("the app's knex_migrations and the knex CLI route's idlease_migrations stay in public; neither knex run re-runs a step", async () => {
+    await db.knex.migrate.latest({ migrationSource: APP_SOURCE });
+    await db.knex.migrate.latest({ tableName: 'idlease_migrations', migrationSource: IDLEASE_FILES, disableMigrationsListValidation: true });
+    const before = await publicTables(db.knex);
+    expect(before).toEqual(['idlease_migrations', 'idlease_migrations_lock', 'knex_migrations', 'knex_migrations_lock', 'users']);
+    expect(await idleaseRelations(db.knex, 'idlease')).toContain('idlease_segments');
+    await addTag(db.knex, { tag: 'order' });
+
+    for (const options of [{}, { migrationsTable: 'knex_migrations' }]) {
+      const result = await migrate(db.knex, options);
+      expect(result.moved, JSON.stringify(options)).toEqual([]);
+      expect(await publicTables(db.knex)).toEqual(before);
+    }
+    // Both knex runs find their bookkeeping where they left it: nothing to do.
+    expect(await db.knex.migrate.latest({ migrationSource: APP_SOURCE })).toEqual([expect.any(Number), []]);
+    expect(await db.knex.migrate.latest({ tableName: 'idlease_migrations', migrationSource: IDLEASE_FILES, disableMigrationsListValidation: true })).toEqual([expect.any(Number), []]);
+    expect(await segmentRows(db.knex, 'idlease')).toHaveLength(1);
+  });
+
+  it("an 0.1 install that shared the app's knex_migrations is refused with the way out, and nothing moves", async () => {
+    const other = await createTestDb('postgres', 'schema_up_shared');
+    try {
+      await other.knex.migrate.latest({ migrationSource: APP_SOURCE });
+      await installLegacyV1(other.knex, 'knex_migrations');
+      const before = await publicTables(other.knex);
+      const refused = await migrate(other.knex, { ...LEGACY_V1_OPTIONS, migrationsTable: 'knex_migrations' }).catch((e: unknown) => e);
+      expect(isIdleaseError(refused, 'MIGRATION_FAILED'), String(refused)).toBe(true);
+      expect((refused as Error).message).toMatch(/not idlease's \(20250101000000_create_users\.js\).*schema: 'public'/);
+      expect(await publicTables(other.knex)).toEqual(before);
+      expect(await idleaseRelations(other.knex, 'idlease')).toEqual([]);
+      // The way out it names: keep the old location.
+      expect((await migrate(other.knex, { ...LEGACY_V1_OPTIONS, migrationsTable: 'knex_migrations', schema: 'public' })).applied).toEqual([]);
+    } finally {
+      await other.drop();
+    }
+  });
+});

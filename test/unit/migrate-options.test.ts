@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { planMigrations } from '../../src/migrations/migrate.js';
 import { IdleaseError } from '../../src/errors.js';
-import { objectsOfMigration } from '../../src/migrations/relocate.js';
+import { isIdleaseMigration, objectsOfMigration } from '../../src/migrations/relocate.js';
 
 function codeOf(fn: () => unknown): string | undefined {
   try { fn(); } catch (e) { return e instanceof IdleaseError ? e.code : `not IdleaseError: ${String(e)}`; }
@@ -34,6 +34,15 @@ describe('migrate options are validated before any SQL runs', () => {
     expect(objectsOfMigration('next_id:public')).toEqual([]);
     expect(objectsOfMigration('next_id:public:v2')).toEqual([]);
     expect(objectsOfMigration('20261122000003_next_id.ts')).toEqual([]);
+  });
+
+  it("takes only idlease's own migration names for idlease's: an app file that ends in _segments is not one", () => {
+    expect(isIdleaseMigration('20261122000001_segments.js')).toBe(true);
+    expect(isIdleaseMigration('next_id:public:v2')).toBe(true);
+    expect(isIdleaseMigration('20250101000000_segments.js')).toBe(false);
+    expect(objectsOfMigration('20250101000000_segments.js')).toEqual([]);
+    expect(isIdleaseMigration('20250101000000_create_users.js')).toBe(false);
+    expect(isIdleaseMigration('users:create')).toBe(false);
   });
 
   it.each([
