@@ -11,9 +11,13 @@ const ALONE = [
   'test/package/**/*.test.ts',
 ];
 
+// Pure logic on in-memory stores and injected clocks: no database, so `npm run test:unit` runs
+// anywhere in seconds. The other projects find the real databases first (global-setup.ts).
+const UNIT = ['test/unit/**/*.test.ts'];
+const DATABASES = ['test/helpers/global-setup.ts'];
+
 export default defineConfig({
   test: {
-    globalSetup: ['test/helpers/global-setup.ts'],
     testTimeout: 60_000,
     hookTimeout: 120_000,
     pool: 'forks',
@@ -24,13 +28,17 @@ export default defineConfig({
     projects: [
       {
         extends: true,
-        // Each file has databases of its own, so two run at once: most of their time is spent
-        // waiting on a server or a child process, not on a core.
-        test: { name: 'shared', include: ['test/**/*.test.ts'], exclude: ALONE, maxWorkers: 2, sequence: { groupOrder: 0 } },
+        test: { name: 'unit', include: UNIT, maxWorkers: 2, sequence: { groupOrder: 0 } },
       },
       {
         extends: true,
-        test: { name: 'alone', include: ALONE, maxWorkers: 1, sequence: { groupOrder: 1 } },
+        // Each file has databases of its own, so two run at once: most of their time is spent
+        // waiting on a server or a child process, not on a core.
+        test: { name: 'shared', include: ['test/**/*.test.ts'], exclude: [...UNIT, ...ALONE], globalSetup: DATABASES, maxWorkers: 2, sequence: { groupOrder: 0 } },
+      },
+      {
+        extends: true,
+        test: { name: 'alone', include: ALONE, globalSetup: DATABASES, maxWorkers: 1, sequence: { groupOrder: 1 } },
       },
     ],
   },
