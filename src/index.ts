@@ -6,7 +6,24 @@ export { migrate, unlockMigrations, planMigrations, type MigrateOptions, type Mi
 export { DEFAULT_SCHEMA } from './dialects/detect.js';
 export * from './segment/index.js';
 export * from './ticket/index.js';
-export * from './layout/index.js';
+// The layout's arithmetic helpers (shard checks, epoch parsing, counters) stay internal.
+export {
+  decodeId,
+  encodeId,
+  resolveLayout,
+  layoutPreset,
+  layoutLimits,
+  DEFAULT_LAYOUT,
+  DEFAULT_EPOCH_MS,
+  LAYOUT_PRESETS,
+  type IdLayout,
+  type LayoutOptions,
+  type LayoutOrder,
+  type LayoutPreset,
+  type LayoutLimits,
+  type IdParts,
+  type DecodedId,
+} from './layout/index.js';
 export type { SegmentsMigrateOptions } from './migrations/segments.js';
 export type { NextIdMigrateOptions } from './migrations/next-id.js';
 export type { WorkersMigrateOptions } from './migrations/workers.js';
