@@ -24,6 +24,8 @@ interface RegistryState {
   readonly renewalSeconds: Histogram<'group'>;
   readonly remoteLeases: Counter<'tag'>;
   readonly remoteLeaseIds: Counter<'tag'>;
+  /** Histogram series already created: zero() on one that exists would wipe its counts. */
+  readonly started: Set<string>;
 }
 
 const states = new WeakMap<Registry, RegistryState>();
@@ -141,7 +143,7 @@ function register(registry: Registry): RegistryState {
   });
 
   const state: RegistryState = {
-    segments, tickets, snowflakes, segmentErrorAt,
+    segments, tickets, snowflakes, segmentErrorAt, started: new Set(),
     leaseSeconds: new Histogram({
       name: 'idlease_segment_lease_duration_seconds', help: 'Segment lease latency (read + update).', labelNames: ['tag'], registers: [registry],
       buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
@@ -194,7 +196,10 @@ export function collectMetrics(registry: Registry, ...allocators: Observable[]):
   for (const a of allocators) {
     if (isSnowflake(a)) {
       state.snowflakes.add(a);
-      state.renewalSeconds.zero({ group: a.group });
+      if (!state.started.has(`group\0${a.group}`)) {
+        state.started.add(`group\0${a.group}`);
+        state.renewalSeconds.zero({ group: a.group });
+      }
       stops.push(
         a.onEvent((e: SnowflakeEvent) => {
           if (e.type === 'renewed') state.renewalSeconds.observe({ group: a.group }, e.latencyMs / 1000);
@@ -203,7 +208,10 @@ export function collectMetrics(registry: Registry, ...allocators: Observable[]):
       );
     } else if (isSegment(a)) {
       state.segments.add(a);
-      state.leaseSeconds.zero({ tag: a.tag });
+      if (!state.started.has(`tag\0${a.tag}`)) {
+        state.started.add(`tag\0${a.tag}`);
+        state.leaseSeconds.zero({ tag: a.tag });
+      }
       stops.push(
         a.onEvent((e: SegmentEvent) => {
           if (e.type === 'lease') state.leaseSeconds.observe({ tag: e.tag }, e.ms / 1000);
