@@ -54,27 +54,45 @@ function total<L extends string>(registry: Registry, name: string, help: string,
   });
 }
 
-function gauge<L extends string>(registry: Registry, name: string, help: string, labelNames: readonly L[], read: (set: (labels: Record<L, string>, v: number) => void) => void): void {
+/**
+ * A gauge read from stats(). Allocators sharing a tag (or a server name, a group) add up, or
+ * with `highest` the largest wins: a worker id or a lead summed over allocators means nothing.
+ */
+function gauge<L extends string>(registry: Registry, name: string, help: string, labelNames: readonly L[], read: (set: (labels: Record<L, string>, v: number) => void) => void, combine: 'sum' | 'highest' = 'sum'): void {
   new Gauge<L>({
     name, help, labelNames, registers: [registry],
     collect() {
       this.reset();
-      // Allocators sharing a tag (or a server name) add up.
-      read((labels, v) => this.inc(labels, v));
+      if (combine === 'sum') {
+        read((labels, v) => this.inc(labels, v));
+        return;
+      }
+      const top = new Map<string, { labels: Record<L, string>; v: number }>();
+      read((labels, v) => {
+        const key = JSON.stringify(labels);
+        const seen = top.get(key);
+        if (seen === undefined || v > seen.v) top.set(key, { labels, v });
+      });
+      for (const { labels, v } of top.values()) this.set(labels, v);
     },
   });
+}
+
+/** Reads one stats() value of every allocator in `allocators`, labelled `key` = labelOf(stats). */
+function perAllocator<S, K extends string>(allocators: ReadonlySet<{ stats(): S }>, key: K, labelOf: (s: S) => string) {
+  return (f: (s: S) => number) => (set: (labels: Record<K, string>, v: number) => void) => {
+    for (const a of allocators) {
+      const s = a.stats();
+      set({ [key]: labelOf(s) } as Record<K, string>, f(s));
+    }
+  };
 }
 
 function register(registry: Registry): RegistryState {
   const segments = new Set<SegmentAllocator>();
   const tickets = new Set<TicketAllocator>();
   const segmentErrorAt = new Map<string, number>();
-  const perSegment = (f: (s: ReturnType<SegmentAllocator['stats']>) => number) => (set: (l: { tag: string }, v: number) => void) => {
-    for (const a of segments) {
-      const s = a.stats();
-      set({ tag: s.tag }, f(s));
-    }
-  };
+  const perSegment = perAllocator(segments, 'tag', (s) => s.tag);
   total(registry, 'idlease_segment_ids_served_total', 'IDs handed out by segment allocators.', ['tag'], perSegment((s) => s.served));
   total(registry, 'idlease_segment_leases_total', 'Successful segment leases (database round trips that moved max_id).', ['tag'], perSegment((s) => s.leases));
   total(registry, 'idlease_segment_waits_total', 'Calls that found memory empty and waited for a lease.', ['tag'], perSegment((s) => s.waits));
@@ -102,12 +120,7 @@ function register(registry: Registry): RegistryState {
   });
 
   const snowflakes = new Set<SnowflakeAllocator>();
-  const perGroup = (f: (s: SnowflakeStats) => number) => (set: (l: { group: string }, v: number) => void) => {
-    for (const a of snowflakes) {
-      const s = a.stats();
-      set({ group: s.group }, f(s));
-    }
-  };
+  const perGroup = perAllocator(snowflakes, 'group', (s: SnowflakeStats) => s.group);
   total(registry, 'idlease_snowflake_ids_issued_total', 'IDs handed out by snowflake allocators.', ['group'], perGroup((s) => s.issued));
   total(registry, 'idlease_snowflake_claims_total', 'Worker ids claimed.', ['group'], perGroup((s) => s.claims));
   total(registry, 'idlease_snowflake_renewals_total', 'Worker-id lease renewals confirmed by the database.', ['group'], perGroup((s) => s.renewals));
@@ -116,31 +129,10 @@ function register(registry: Registry): RegistryState {
   total(registry, 'idlease_snowflake_clock_waits_total', 'Calls that waited because the wall clock was more than maxLeadMs behind the last issued time.', ['group'], perGroup((s) => s.clockWaits));
   total(registry, 'idlease_snowflake_timeouts_total', 'Calls that gave up waiting (DB_UNAVAILABLE, NO_WORKER_ID, CLOCK_BACKWARDS).', ['group'], perGroup((s) => s.timeouts));
   gauge(registry, 'idlease_snowflake_lease_valid', 'Allocators whose worker-id lease is valid now, so next() issues without waiting (1 per healthy process).', ['group'], perGroup((s) => (s.fenced ? 1 : 0)));
-  // Not added up: a worker id or a lead summed over allocators means nothing.
-  new Gauge<'group'>({
-    name: 'idlease_snowflake_worker_id', help: 'The worker id held (-1 while none is); with several allocators of one group in a registry, the highest.', labelNames: ['group'], registers: [registry],
-    collect() {
-      this.reset();
-      const ids = new Map<string, number>();
-      for (const a of snowflakes) {
-        const s = a.stats();
-        ids.set(s.group, Math.max(ids.get(s.group) ?? -1, s.workerId ?? -1));
-      }
-      for (const [group, id] of ids) this.set({ group }, id);
-    },
-  });
-  new Gauge<'group'>({
-    name: 'idlease_snowflake_lead_seconds', help: 'How far the last issued time is ahead of the wall clock (borrowed time, at most maxLeadMs); the largest per group.', labelNames: ['group'], registers: [registry],
-    collect() {
-      this.reset();
-      const leads = new Map<string, number>();
-      for (const a of snowflakes) {
-        const s = a.stats();
-        leads.set(s.group, Math.max(leads.get(s.group) ?? 0, s.leadMs / 1000));
-      }
-      for (const [group, lead] of leads) this.set({ group }, lead);
-    },
-  });
+  gauge(registry, 'idlease_snowflake_worker_id', 'The worker id held (-1 while none is); with several allocators of one group in a registry, the highest.', ['group'],
+    perGroup((s) => s.workerId ?? -1), 'highest');
+  gauge(registry, 'idlease_snowflake_lead_seconds', 'How far the last issued time is ahead of the wall clock (borrowed time, at most maxLeadMs); the largest per group.', ['group'],
+    perGroup((s) => s.leadMs / 1000), 'highest');
 
   const state: RegistryState = {
     segments, tickets, snowflakes, segmentErrorAt, started: new Set(),
@@ -158,6 +150,14 @@ function register(registry: Registry): RegistryState {
   };
   states.set(registry, state);
   return state;
+}
+
+/** A histogram's series at zero, made once: zero() on a series that exists would wipe its counts. */
+function startOnce<L extends string>(state: RegistryState, histogram: Histogram<L>, labels: Record<L, string>): void {
+  const key = JSON.stringify(labels);
+  if (state.started.has(key)) return;
+  state.started.add(key);
+  histogram.zero(labels);
 }
 
 function errorCode(err: unknown): string {
@@ -196,10 +196,7 @@ export function collectMetrics(registry: Registry, ...allocators: Observable[]):
   for (const a of allocators) {
     if (isSnowflake(a)) {
       state.snowflakes.add(a);
-      if (!state.started.has(`group\0${a.group}`)) {
-        state.started.add(`group\0${a.group}`);
-        state.renewalSeconds.zero({ group: a.group });
-      }
+      startOnce(state, state.renewalSeconds, { group: a.group });
       stops.push(
         a.onEvent((e: SnowflakeEvent) => {
           if (e.type === 'renewed') state.renewalSeconds.observe({ group: a.group }, e.latencyMs / 1000);
@@ -208,10 +205,7 @@ export function collectMetrics(registry: Registry, ...allocators: Observable[]):
       );
     } else if (isSegment(a)) {
       state.segments.add(a);
-      if (!state.started.has(`tag\0${a.tag}`)) {
-        state.started.add(`tag\0${a.tag}`);
-        state.leaseSeconds.zero({ tag: a.tag });
-      }
+      startOnce(state, state.leaseSeconds, { tag: a.tag });
       stops.push(
         a.onEvent((e: SegmentEvent) => {
           if (e.type === 'lease') state.leaseSeconds.observe({ tag: e.tag }, e.ms / 1000);
