@@ -3,7 +3,8 @@
 # PostgreSQL (127.0.0.1:5432, trust auth, user postgres, database `test`) are running.
 # Installs them with apt-get on a bare Debian/Ubuntu box, starts them when stopped, and
 # says what it did. Safe to run again: what is already in place is left alone.
-# Also installs pgbouncer, galera-4 (+ rsync for its state transfer) and faketime (started by the HA tests themselves).
+# Also installs pgbouncer, galera-4 (+ rsync for its state transfer) and faketime (started by the HA tests themselves),
+# and promtool (Debian package prometheus; the alert-rule test runs it, no Prometheus server is started).
 # Skip the servers by setting IDLEASE_TEST_MYSQL_URL and IDLEASE_TEST_PG_URL.
 set -euo pipefail
 
@@ -72,7 +73,8 @@ ensure_postgres() {
 }
 
 # Components the HA and clock tests start on their own ports: pgbouncer (transaction pooling),
-# galera-4 (a MariaDB Galera cluster), faketime (a process with a shifted clock).
+# galera-4 (a MariaDB Galera cluster), faketime (a process with a shifted clock); promtool for
+# the alert rules of docs/serve.md.
 ensure_tools() {
   local missing=()
   [ -x /usr/sbin/pgbouncer ] || [ -x /usr/bin/pgbouncer ] || missing+=(pgbouncer)
@@ -80,7 +82,13 @@ ensure_tools() {
   command -v faketime >/dev/null || missing+=(faketime)
   command -v rsync >/dev/null || missing+=(rsync) # Galera's state transfer (wsrep_sst_method=rsync)
   if [ ${#missing[@]} -gt 0 ]; then apt_install "${missing[@]}"; fi
-  say "tools: pgbouncer, galera-4, rsync, faketime present"
+  if ! command -v promtool >/dev/null; then
+    # Only promtool is wanted: no node exporter (a recommendation), and the Prometheus server
+    # the package starts under systemd is stopped and disabled.
+    apt_install --no-install-recommends prometheus
+    if command -v systemctl >/dev/null; then sudo_ systemctl disable --now prometheus >/dev/null 2>&1 || true; fi
+  fi
+  say "tools: pgbouncer, galera-4, rsync, faketime, promtool present"
 }
 
 ensure_mariadb

@@ -17,7 +17,7 @@ import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
 import { MAX_ROW_STEP } from '../dialects/segments.js';
 import { errorCategory, IdleaseError, isIdleaseError } from '../errors.js';
-import { collectMetrics } from '../metrics/index.js';
+import { collectMetrics, remoteLeaseCounter } from '../metrics/index.js';
 import { addTag, listTags } from '../segment/admin.js';
 import { createSegmentAllocator } from '../segment/allocator.js';
 import { createKnexSegmentStore, type SegmentStore } from '../segment/store.js';
@@ -127,10 +127,29 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
   // Created at the first snowflake request, so a server without idlease_workers still serves segments.
   let snowflake: Promise<SnowflakeAllocator> | undefined;
 
+  const countRemoteLease = remoteLeaseCounter(registry);
+  collectMetrics(registry); // the metric families exist even before the first tag
+
+  /**
+   * Every served tag gets its allocator (and so its metrics, at zero) as soon as it is known:
+   * creating one costs no database round trip (the first lease waits for the first ID), and
+   * an alert on a tag needs its series before the tag's first request.
+   */
+  function serveTag(tag: string): SegmentAllocator {
+    let a = allocators.get(tag);
+    if (a) return a;
+    a = createSegmentAllocator({ knex: o.knex, tag, table: o.table, schema: o.schema, ...(o.maxStep === undefined ? {} : { maxStep: o.maxStep }) });
+    allocators.set(tag, a);
+    collectMetrics(registry, a);
+    countRemoteLease(tag, 0);
+    return a;
+  }
+
   async function refreshTags(): Promise<void> {
     const rows = await listTags(o.knex, table);
     known = new Set(rows.map((r) => r.tag).filter((t) => !o.tags || o.tags.includes(t)));
     knownAt = Date.now();
+    if (!closing) for (const tag of known) serveTag(tag);
   }
   await refreshTags();
   const missing = (o.tags ?? []).filter((t) => !known.has(t));
@@ -146,12 +165,7 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
     if (!known.has(tag)) {
       throw new IdleaseError('UNKNOWN_TAG', `Tag ${JSON.stringify(tag)} is not served here${o.tags ? ` (--tags ${o.tags.join(',')})` : ''}. Tags are never created over HTTP: idlease tag add ${tag}.`);
     }
-    a = allocators.get(tag);
-    if (a) return a;
-    a = createSegmentAllocator({ knex: o.knex, tag, table: o.table, schema: o.schema, ...(o.maxStep === undefined ? {} : { maxStep: o.maxStep }) });
-    allocators.set(tag, a);
-    collectMetrics(registry, a);
-    return a;
+    return serveTag(tag);
   }
 
   async function addMissingTag(tag: string, query: string): Promise<void> {
@@ -217,7 +231,10 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
       const a = createSnowflakeAllocator({ knex: o.knex, group: o.snowflakeGroup ?? 'serve', ...(o.schema === undefined ? {} : { schema: o.schema }) });
       // The first next() claims the worker id: a missing table or no free id is reported to this
       // request, and the next request tries afresh.
-      snowflake = a.next().then(() => a, async (err: unknown) => {
+      snowflake = a.next().then(() => {
+        collectMetrics(registry, a);
+        return a;
+      }, async (err: unknown) => {
         snowflake = undefined;
         await a.close().catch(() => undefined);
         throw err;
@@ -263,6 +280,7 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
         const r = await store.lease(tag, step);
         if (r.kind === 'unknown') throw new IdleaseError('UNKNOWN_TAG', `Tag ${JSON.stringify(tag)} has no row.`);
         if (r.kind === 'full') throw new IdleaseError('EXHAUSTED', `Tag ${JSON.stringify(tag)} cannot lease ${step} more IDs below 2^63−1 (max_id ${r.maxId}).`);
+        countRemoteLease(tag, step);
         json(res, 200, { start: (r.end - BigInt(step) + 1n).toString(), end: r.end.toString() });
         return;
       }

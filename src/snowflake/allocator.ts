@@ -75,6 +75,8 @@ class SnowflakeAllocatorImpl implements SnowflakeAllocator {
   private renewals = 0;
   private leaseErrors = 0;
   private lost = 0;
+  private clockWaits = 0;
+  private timeouts = 0;
 
   constructor(options: ResolvedSnowflakeOptions) {
     this.options = options;
@@ -191,12 +193,20 @@ class SnowflakeAllocatorImpl implements SnowflakeAllocator {
   private async waitAndIssue(): Promise<bigint> {
     const clock = this.options.clock;
     const deadline = clock.monoMs() + this.options.waitTimeoutMs;
+    let waitedForClock = false;
     for (;;) {
       if (this.fatal) throw this.fatal;
       const r = this.tryIssue();
       if (typeof r === 'bigint') return r;
+      if (r === 'clock' && !waitedForClock) {
+        waitedForClock = true;
+        this.clockWaits++;
+      }
       const left = deadline - clock.monoMs();
-      if (left <= 0) throw this.timeoutError(r);
+      if (left <= 0) {
+        this.timeouts++;
+        throw this.timeoutError(r);
+      }
       await clock.sleep(Math.min(left, r === 'clock' ? Math.max(1, this.layout.timeUnitMs) : 5));
     }
   }
@@ -321,6 +331,8 @@ class SnowflakeAllocatorImpl implements SnowflakeAllocator {
       renewals: this.renewals,
       leaseErrors: this.leaseErrors,
       lost: this.lost,
+      clockWaits: this.clockWaits,
+      timeouts: this.timeouts,
       fenced: lease !== undefined && clock.monoMs() < lease.fenceUntil,
       leadMs: Math.max(0, lastMs - clock.wallMs()),
     });

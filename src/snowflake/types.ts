@@ -17,6 +17,10 @@ export interface SnowflakeStats {
   readonly renewals: number;
   readonly leaseErrors: number;
   readonly lost: number;
+  /** Calls that waited because the wall clock was more than maxLeadMs behind the last issued time (clock stepped back, or a burst). */
+  readonly clockWaits: number;
+  /** Calls that gave up waiting (DB_UNAVAILABLE, NO_WORKER_ID or CLOCK_BACKWARDS). */
+  readonly timeouts: number;
   /** Whether next() may issue right now without waiting (lease fenced and valid). */
   readonly fenced: boolean;
   /** How far the last issued time is ahead of the wall clock, ms (0 when not ahead). */

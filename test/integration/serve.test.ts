@@ -24,7 +24,8 @@ async function get(url: string, init: RequestInit = {}): Promise<{ status: numbe
 /** Fetch a counter's value from Prometheus text. */
 function metric(text: string, name: string, labels: string): number {
   const line = text.split('\n').find((l) => l.startsWith(`${name}{${labels}}`));
-  return line === undefined ? NaN : Number(line.split(' ').at(-1));
+  const value = line?.split(' ').at(-1);
+  return value === undefined ? NaN : value === '+Inf' ? Infinity : Number(value);
 }
 
 describe.each(ALL_FLAVORS)('idlease serve on %s', (flavor) => {
@@ -50,6 +51,44 @@ describe.each(ALL_FLAVORS)('idlease serve on %s', (flavor) => {
     await server?.stop();
     await db?.drop();
     if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('a fresh server lists every tag at zero before any ID request; remote leases and the snowflake worker are counted', async () => {
+    const fresh = await (await fetch(`${server.url}/metrics`)).text();
+    for (const tag of ['order', 'mixed', 'load']) {
+      const l = `tag="${tag}"`;
+      for (const name of ['idlease_segment_ids_served_total', 'idlease_segment_leases_total', 'idlease_segment_waits_total', 'idlease_segment_timeouts_total',
+        'idlease_segment_regressions_total', 'idlease_segment_remaining_ids', 'idlease_segment_remote_leases_total', 'idlease_segment_remote_lease_ids_total',
+        'idlease_segment_lease_duration_seconds_count']) {
+        expect(metric(fresh, name, l), `${name}{${l}}`).toBe(0);
+      }
+      expect(metric(fresh, 'idlease_segment_runway_seconds', l)).toBe(Infinity);
+    }
+    const lease = await get(`${server.url}/v1/segment/order/lease?step=50`, { method: 'POST' });
+    expect(lease.status).toBe(200);
+    expect((await get(`${server.url}/v1/segment/order/lease?step=7`, { method: 'POST' })).status).toBe(200);
+    expect((await get(`${server.url}/api/snowflake/get/k`)).status).toBe(200);
+    const after = await (await fetch(`${server.url}/metrics`)).text();
+    expect(metric(after, 'idlease_segment_remote_leases_total', 'tag="order"')).toBe(2);
+    expect(metric(after, 'idlease_segment_remote_lease_ids_total', 'tag="order"')).toBe(57);
+    // Remote ranges are served by the client, not counted as served here.
+    expect(metric(after, 'idlease_segment_ids_served_total', 'tag="order"')).toBe(0);
+    expect(metric(after, 'idlease_snowflake_ids_issued_total', 'group="serve"')).toBeGreaterThanOrEqual(1);
+    expect(metric(after, 'idlease_snowflake_worker_id', 'group="serve"')).toBe(0);
+    expect(metric(after, 'idlease_snowflake_lease_valid', 'group="serve"')).toBe(1);
+    expect(metric(after, 'idlease_snowflake_claims_total', 'group="serve"')).toBe(1);
+    expect(metric(after, 'idlease_snowflake_renewals_total', 'group="serve"')).toBeGreaterThanOrEqual(1);
+  });
+
+  it.each(flavor === 'pglite' ? [] : ['--tags'])('%s limits the series to the tags served', async () => {
+    const limited = await startServe(dbUrl, ['--tags', 'load']);
+    try {
+      const text = await (await fetch(`${limited.url}/metrics`)).text();
+      expect(metric(text, 'idlease_segment_ids_served_total', 'tag="load"')).toBe(0);
+      expect(text).not.toContain('tag="order"');
+    } finally {
+      expect(await limited.stop()).toBe(0);
+    }
   });
 
   it('serves IDs (Leaf path as text, batches as JSON strings, remote leases) and answers bad input with 4xx {code, message}, never 5xx', async () => {

@@ -3,7 +3,10 @@ import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { collectMetrics } from '../../src/metrics/index.js';
 import { createSegmentAllocator } from '../../src/segment/index.js';
+import { createSnowflakeAllocator } from '../../src/snowflake/index.js';
 import { MemoryStore } from './segment-memory-store.js';
+import { createFakeClock } from './snowflake-fake-clock.js';
+import { createMemoryWorkerIdStore } from './worker-memory-store.js';
 
 async function sample(registry: Registry, name: string, labels: Record<string, string> = {}): Promise<number | undefined> {
   for (const metric of await registry.getMetricsAsJSON()) {
@@ -44,6 +47,47 @@ describe('collectMetrics (prom-client)', () => {
     stop();
     expect(await sample(registry, 'idlease_segment_ids_served_total', { tag: 'order' })).toBe(b.stats().served + c.stats().served);
     await Promise.all([a.close(), b.close(), c.close()]);
+  });
+
+  it('an allocator added later on the same tag leaves the lease histogram counts alone; series exist at zero before any event', async () => {
+    const store = new MemoryStore();
+    store.rows.set('order', { maxId: 0n, step: 10 });
+    const registry = new Registry();
+    const a = createSegmentAllocator({ store, tag: 'order', minStep: 10, maxStep: 10 });
+    collectMetrics(registry, a);
+    expect(await sample(registry, 'idlease_segment_lease_duration_seconds_count', { tag: 'order' })).toBe(0);
+    expect(await sample(registry, 'idlease_segment_ids_served_total', { tag: 'order' })).toBe(0);
+    await a.nextBatch(25);
+    const leases = a.stats().leases;
+    expect(leases).toBeGreaterThan(0);
+    const b = createSegmentAllocator({ store, tag: 'order', minStep: 10, maxStep: 10 });
+    collectMetrics(registry, b);
+    expect(await sample(registry, 'idlease_segment_lease_duration_seconds_count', { tag: 'order' })).toBe(leases);
+    await Promise.all([a.close(), b.close()]);
+  });
+
+  it('snowflake: clock-backwards waits, timeouts and the lead borrowed from the clock, on an injected clock', async () => {
+    const clock = createFakeClock(Date.UTC(2026, 0, 1));
+    const store = createMemoryWorkerIdStore(() => clock.mono);
+    const a = createSnowflakeAllocator({ store, clock, group: 'api', leaseTtlMs: 1_000, maxLeadMs: 100, waitTimeoutMs: 500 });
+    const registry = new Registry();
+    collectMetrics(registry, a);
+    await clock.settle(a.next());
+    clock.wall -= 50; // borrowed: no wait
+    await clock.settle(a.next());
+    expect(await sample(registry, 'idlease_snowflake_lead_seconds', { group: 'api' })).toBeCloseTo(0.05, 2);
+    expect(await sample(registry, 'idlease_snowflake_clock_waits_total', { group: 'api' })).toBe(0);
+    clock.wall -= 10_000; // past maxLeadMs: wait, then CLOCK_BACKWARDS
+    await expect(clock.settle(a.next())).rejects.toMatchObject({ code: 'CLOCK_BACKWARDS' });
+    expect(await sample(registry, 'idlease_snowflake_clock_waits_total', { group: 'api' })).toBe(1);
+    expect(await sample(registry, 'idlease_snowflake_timeouts_total', { group: 'api' })).toBe(1);
+    // Waiting for the clock and then getting an ID: a wait, not a timeout.
+    clock.wall += a.stats().leadMs - 200; // 200 ms behind: about 100 ms of waiting
+    await clock.settle(a.next());
+    expect(await sample(registry, 'idlease_snowflake_clock_waits_total', { group: 'api' })).toBe(2);
+    expect(await sample(registry, 'idlease_snowflake_timeouts_total', { group: 'api' })).toBe(1);
+    expect(await sample(registry, 'idlease_snowflake_ids_issued_total', { group: 'api' })).toBe(3);
+    await clock.settle(a.close());
   });
 
   it('rejects what is not a registry or an allocator with BAD_ARGUMENT', () => {
