@@ -4,7 +4,7 @@ import { IdleaseError } from '../errors.js';
 import { migrate } from '../migrations/migrate.js';
 import { addTag, bumpTag, listTags, setStep } from '../segment/admin.js';
 import { createSegmentAllocator } from '../segment/allocator.js';
-import { describeTarget, globals, positiveInt, print, withKnex } from './context.js';
+import { describeTarget, globals, positiveInt, print, waitMs, withKnex } from './context.js';
 
 interface TableFlags {
   table: string;
@@ -58,6 +58,7 @@ back on exit), and never repeat an ID. On a server database run \`idlease migrat
           // One short-lived process: lease what is asked for (at least the row's step), nothing more.
           targetLeaseMs: 1,
           preloadMs: 0,
+          waitTimeoutMs: waitMs(self),
         });
         let ids: bigint[];
         try {

@@ -1,6 +1,7 @@
 /** `idlease serve`: flags only; the server lives in src/serve/. */
 import { InvalidArgumentError, type Command } from 'commander';
 import { migrate } from '../migrations/migrate.js';
+import { listTags } from '../segment/admin.js';
 import { runServe } from '../serve/run.js';
 import { describeTarget, globals, positiveInt, withKnex } from './context.js';
 
@@ -33,6 +34,9 @@ unused part of each lease back, exit 0; a second signal exits at once.`)
       const url = globals(self).url ?? process.env.IDLEASE_URL;
       await withKnex(self, async (knex) => {
         if (url === undefined || url === '' || url.startsWith('pglite:')) await migrate(knex, { schema: flags.schema, segments: { table: flags.table }, workers: true });
+        // On a server nothing is created implicitly: a missing segment table is said at start
+        // (NOT_MIGRATED, exit 2), not as a 500 on every request.
+        else await listTags(knex, { table: flags.table, schema: flags.schema });
         await runServe({
           knex, host: flags.host, port: flags.port, tags: flags.tags, token: flags.token ?? (process.env.IDLEASE_TOKEN || undefined),
           protectMetrics: flags.protectMetrics, maxStep: flags.maxStep, table: flags.table, schema: flags.schema, snowflakeGroup: flags.snowflakeGroup, shutdownTimeoutMs: flags.shutdownTimeout, target: describeTarget(self),

@@ -6,9 +6,9 @@
 import type { Knex } from 'knex';
 import { IdleaseError } from '../errors.js';
 import { toBigInt, toInt32 } from '../ids.js';
-import { type Flavor, ownObject, ownObjectName, quoteIdent } from './detect.js';
+import { type Flavor, ownObject, ownObjectName, ownSchema, quoteIdent } from './detect.js';
 import { retryConflicts } from './conflicts.js';
-import { isMissingTable, legacyLayoutHint } from './missing-object.js';
+import { isMissingTable, notMigratedError, olderInstallSchema } from './missing-object.js';
 import { affectedRows, rowsOf } from './results.js';
 
 export interface WorkerTableRef {
@@ -91,23 +91,30 @@ export interface WorkerRow {
   readonly alive: boolean;
 }
 
-function translate(err: unknown, t: WorkerTarget): unknown {
-  if (isMissingTable(err)) {
-    return new IdleaseError(
-      'NOT_MIGRATED',
-      `The worker table ${ownObjectName(t.flavor, t.ref.schema, t.ref.table)} does not exist. Run \`idlease migrate --workers\` (or migrate(knex, { workers: true })) first.` +
-        legacyLayoutHint(t.flavor !== 'mysql' && t.ref.schema === undefined),
-      { cause: err },
-    );
-  }
-  return err;
+async function translate(err: unknown, knex: Knex, t: WorkerTarget): Promise<unknown> {
+  if (!isMissingTable(err)) return err;
+  const schema = ownSchema(t.flavor, t.ref.schema);
+  const explicitSchema = t.ref.schema !== undefined && t.flavor !== 'mysql';
+  const customTable = t.ref.table !== 'idlease_workers';
+  const options = [...(explicitSchema ? [`schema: '${t.ref.schema}'`] : []), `workers: ${customTable ? `{ table: '${t.ref.table}' }` : 'true'}`];
+  return notMigratedError({
+    what: `The worker table ${ownObjectName(t.flavor, t.ref.schema, t.ref.table)} does not exist.`,
+    call: `migrate(knex, { ${options.join(', ')} })`,
+    flags: [...(explicitSchema ? [`--schema ${t.ref.schema}`] : []), customTable ? `--workers-table ${t.ref.table}` : '--workers'].join(' '),
+    olderIn: await olderInstallSchema(
+      async (sql, values) => rowsOf(t.flavor, await knex.raw(sql, values)).map((r) => Object.values(r)),
+      t.flavor !== 'mysql', t.ref.schema !== undefined, schema ?? '', t.ref.table,
+    ),
+    ownSchema: schema,
+    cause: err,
+  });
 }
 
 async function run(knex: Knex, t: WorkerTarget, sql: string, values: readonly Knex.RawBinding[]): Promise<unknown> {
   try {
     return await knex.raw(sql, values);
   } catch (err) {
-    throw translate(err, t);
+    throw await translate(err, knex, t);
   }
 }
 

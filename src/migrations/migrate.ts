@@ -3,6 +3,7 @@ import { DEFAULT_SCHEMA, flavorOf, isPostgres, type Flavor } from '../dialects/d
 import { currentSchema, relationsIn } from '../dialects/relocate.js';
 import { backoffMs } from '../backoff.js';
 import { IdleaseError } from '../errors.js';
+import { typedConnectionError } from '../dialects/connection-errors.js';
 import { validateIdentifier } from '../identifiers.js';
 import { nextIdMigrations, resolveNextIdOptions, type NextIdMigrateOptions } from './next-id.js';
 import { resolveSegmentsOptions, segmentsMigrations, type SegmentsMigrateOptions } from './segments.js';
@@ -169,6 +170,10 @@ export async function migrate(knex: Knex, options: MigrateOptions = {}): Promise
       return Object.freeze({ applied: Object.freeze(applied), moved: Object.freeze(moved), direction: plan.direction });
     } catch (err) {
       if (!isRetryableRace(err)) {
+        // A refusal that names its own fix, a database that cannot be reached or a wrong
+        // password is not a broken migration: keep its code (and its retry hint).
+        const typed = typedConnectionError(err);
+        if (typed instanceof IdleaseError) throw typed;
         throw new IdleaseError('MIGRATION_FAILED', `idlease migrate (${plan.direction}) failed: ${(err as Error).message}`, { cause: err });
       }
       if (Date.now() >= deadline) {
