@@ -63,3 +63,15 @@ export function notMigratedError(args: {
     cli: { message: `${args.what} Run \`{idlease} ${migrate}\` first.${cli}` },
   });
 }
+
+/**
+ * Whether a table or sequence (quoted, qualified) exists, asked without touching it: on
+ * PostgreSQL a failed statement aborts the transaction a migration runs in, so a down
+ * migration's check must not find out by failing. MySQL: assumed (the caller reads it and
+ * treats a missing table as empty, which does not abort anything there).
+ */
+export async function relationExists(query: CatalogQuery, isPostgres: boolean, quotedName: string): Promise<boolean> {
+  if (!isPostgres) return true;
+  const rows = await query('SELECT pg_catalog.to_regclass(?)::text AS r', [quotedName]);
+  return rows[0]?.[0] != null;
+}

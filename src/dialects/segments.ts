@@ -1,7 +1,7 @@
 /** SQL for the segment table: DDL here; the lease and admin statements sit beside it. */
 import { retryConflicts } from './conflicts.js';
 import { withDeadline } from './deadline.js';
-import { isMissingTable, notMigratedError, olderInstallSchema, type CatalogQuery } from './missing-object.js';
+import { isMissingTable, notMigratedError, olderInstallSchema, relationExists, type CatalogQuery } from './missing-object.js';
 import type { SqlExecutor, SqlResult, SqlValue } from './sql.js';
 import { IdleaseError } from '../errors.js';
 import { MAX_INT64, toBigInt } from '../ids.js';
@@ -181,6 +181,19 @@ function toRow(r: readonly unknown[]): SegmentRow {
 export async function readSegmentRow(t: SegmentTarget, tag: string, timeoutMs?: number): Promise<SegmentRow | undefined> {
   const r = (await run(t, t.text.read, [tag], timeoutMs)).rows[0];
   return r ? toRow(r) : undefined;
+}
+
+/** Every row of a segment table; none when the table does not exist (a down migration's check). */
+export async function segmentRowsIfAny(db: SqlExecutor, ref: SegmentTableRef): Promise<SegmentRow[]> {
+  const t = segmentTarget(db, ref);
+  const query: CatalogQuery = async (sql, values) => (await db.run(sql, values)).rows as unknown[][];
+  if (!(await relationExists(query, db.flavor !== 'mysql', ownObject(db.flavor, ref.schema, ref.table)))) return [];
+  try {
+    return (await t.db.run(t.text.list, [])).rows.map(toRow);
+  } catch (err) {
+    if (isMissingTable(err)) return [];
+    throw err;
+  }
 }
 
 export async function listSegmentRows(t: SegmentTarget): Promise<SegmentRow[]> {

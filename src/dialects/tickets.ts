@@ -8,7 +8,7 @@
  * scheme: their draw inserts nothing and they learn it from the same OK packet.
  */
 import type { Knex } from 'knex';
-import { isMissingTable, notMigratedError, olderInstallSchema } from './missing-object.js';
+import { isMissingTable, notMigratedError, olderInstallSchema, relationExists } from './missing-object.js';
 import { type Flavor, ownObject, ownSchema, quoteIdent } from './detect.js';
 import { affectedRows, rowsOf } from './results.js';
 import { IdleaseError } from '../errors.js';
@@ -126,6 +126,27 @@ async function notMigrated(knex: Knex, flavor: Flavor, ref: TicketRef, cause: un
     ownSchema: schema,
     cause,
   });
+}
+
+/**
+ * The last ticket this server's counter issued (MySQL: the tickets table's id; PostgreSQL: the
+ * sequence's last_value once called); undefined when none was, or the object is missing.
+ */
+export async function lastIssuedTicket(knex: Knex, flavor: Flavor, ref: TicketRef): Promise<bigint | undefined> {
+  const obj = ownObject(flavor, ref.schema, ticketObjectName(ref.sequence));
+  const query = async (sql: string, values: readonly string[]) => rowsOf(flavor, await knex.raw(sql, values)).map((r) => Object.values(r));
+  if (!(await relationExists(query, flavor !== 'mysql', obj))) return undefined;
+  try {
+    if (flavor === 'mysql') {
+      const row = rowsOf(flavor, await knex.raw(`SELECT MAX(id) AS last FROM ${obj}`))[0];
+      return row?.last == null ? undefined : toBigInt(row.last, 'last id');
+    }
+    const row = rowsOf(flavor, await knex.raw(`SELECT last_value, is_called FROM ${obj}`))[0];
+    return row && (row.is_called === true || row.is_called === 't') ? toBigInt(row.last_value, 'last_value') : undefined;
+  } catch (err) {
+    if (isMissingTable(err)) return undefined;
+    throw err;
+  }
 }
 
 export async function readScheme(knex: Knex, flavor: Flavor, ref: TicketRef): Promise<TicketScheme> {

@@ -4,11 +4,11 @@
  * the database's clock (now()/NOW(3)): hosts disagree about the time, the database is one judge.
  */
 import type { Knex } from 'knex';
-import { IdleaseError } from '../errors.js';
+import { IdleaseError, isIdleaseError } from '../errors.js';
 import { toBigInt, toInt32 } from '../ids.js';
 import { type Flavor, ownObject, ownObjectName, ownSchema, quoteIdent } from './detect.js';
 import { retryConflicts } from './conflicts.js';
-import { isMissingTable, notMigratedError, olderInstallSchema } from './missing-object.js';
+import { isMissingTable, notMigratedError, olderInstallSchema, relationExists } from './missing-object.js';
 import { affectedRows, rowsOf } from './results.js';
 
 export interface WorkerTableRef {
@@ -206,6 +206,18 @@ export async function releaseWorkerId(knex: Knex, t: WorkerTarget, group: string
 }
 
 /** Rows of one group (or all groups), each with `alive` judged by the database's clock. */
+/** Leases not yet expired by the database's clock; none when the table does not exist (a down migration's check). */
+export async function liveWorkerLeases(knex: Knex, t: WorkerTarget): Promise<WorkerRow[]> {
+  const query = async (sql: string, values: readonly string[]) => rowsOf(t.flavor, await knex.raw(sql, values)).map((r) => Object.values(r));
+  if (!(await relationExists(query, t.flavor !== 'mysql', table(t)))) return [];
+  try {
+    return (await listWorkerRows(knex, t)).filter((r) => r.alive);
+  } catch (err) {
+    if (isIdleaseError(err, 'NOT_MIGRATED')) return [];
+    throw err;
+  }
+}
+
 export async function listWorkerRows(knex: Knex, t: WorkerTarget, group?: string): Promise<WorkerRow[]> {
   const tb = table(t);
   const cols =

@@ -1,8 +1,9 @@
-import type { Flavor } from '../dialects/detect.js';
-import { ticketsDdl, type TicketEngine } from '../dialects/tickets.js';
+import type { Knex } from 'knex';
+import { ownObjectName, type Flavor } from '../dialects/detect.js';
+import { lastIssuedTicket, ticketObjectName, ticketsDdl, type TicketEngine } from '../dialects/tickets.js';
 import { IdleaseError } from '../errors.js';
 import { validateIdentifier } from '../identifiers.js';
-import { runAll, type IdleaseMigration } from './types.js';
+import { runAll, someOf, stateLossError, type IdleaseMigration } from './types.js';
 
 export interface TicketsMigrateOptions {
   /** Sequence names; one tickets table (MySQL) or sequence (Postgres) each. Default ['default']. */
@@ -65,16 +66,29 @@ export function validateSequenceName(value: unknown, option: string): string {
   return name;
 }
 
-export function ticketsMigrations(flavor: Flavor, schema: string | undefined, opts: ResolvedTickets): IdleaseMigration[] {
+export function ticketsMigrations(flavor: Flavor, schema: string | undefined, opts: ResolvedTickets, dropState = false): IdleaseMigration[] {
   return opts.sequences.map((sequence) => {
-    const ddl = ticketsDdl(flavor, { schema, sequence }, { engine: opts.engine, increment: opts.increment, offset: opts.offset });
+    const ref = { schema, sequence };
+    const ddl = ticketsDdl(flavor, ref, { engine: opts.engine, increment: opts.increment, offset: opts.offset });
+    // A counter that has issued tickets: a fresh one would issue them again.
+    const refuseDown = async (knex: Knex): Promise<void> => {
+      if (dropState) return;
+      const last = await lastIssuedTicket(knex, flavor, ref);
+      if (last === undefined) return;
+      throw stateLossError(
+        `the ticket ${flavor === 'mysql' ? 'table' : 'sequence'} ${ownObjectName(flavor, schema, ticketObjectName(sequence))}`,
+        `its counter has issued tickets up to ${last}`,
+      );
+    };
     return {
       name: `tickets:${sequence}`,
       up: async (knex) => {
         await runAll(knex, ddl.up);
         await ddl.seed(knex);
       },
+      refuseDown,
       down: async (knex) => {
+        await refuseDown(knex);
         await runAll(knex, ddl.down);
         await ddl.unseed(knex);
       },
