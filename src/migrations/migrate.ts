@@ -176,6 +176,7 @@ export async function migrate(knex: Knex, options: MigrateOptions = {}): Promise
         const r = await relocateLegacyInstall(knex, { schema: plan.schema, migrationsTable: plan.migrationsTable, lockTimeoutMs: Math.max(1, deadline - Date.now()) });
         relocation ??= r;
       }
+      if (plan.direction === 'up') for (const m of plan.migrations) await m.refuseUp?.(knex);
       const applied = plan.direction === 'up' ? await up(knex, config) : await down(knex, config, plan);
       const moved = relocation ? relocation.moved.map((n) => Object.freeze({ from: `${relocation!.from}.${n}`, to: `${relocation!.to}.${n}` })) : [];
       return Object.freeze({ applied: Object.freeze(applied), moved: Object.freeze(moved), direction: plan.direction });

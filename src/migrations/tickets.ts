@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { ownObjectName, type Flavor } from '../dialects/detect.js';
-import { lastIssuedTicket, ticketObjectName, ticketsDdl, type TicketEngine } from '../dialects/tickets.js';
-import { IdleaseError } from '../errors.js';
+import { lastIssuedTicket, readScheme, ticketObjectName, ticketsDdl, type TicketEngine } from '../dialects/tickets.js';
+import { IdleaseError, isIdleaseError } from '../errors.js';
 import { validateIdentifier } from '../identifiers.js';
 import { runAll, someOf, stateLossError, type IdleaseMigration } from './types.js';
 
@@ -28,6 +28,8 @@ export interface ResolvedTickets {
   readonly engine: TicketEngine;
   readonly increment: number;
   readonly offset: number;
+  /** Whether the caller named increment or offset (then an installed scheme must match them). */
+  readonly pairGiven: boolean;
 }
 
 export function resolveTicketsOptions(input: boolean | TicketsMigrateOptions | undefined): ResolvedTickets | undefined {
@@ -55,6 +57,7 @@ export function resolveTicketsOptions(input: boolean | TicketsMigrateOptions | u
     engine,
     increment,
     offset,
+    pairGiven: opts.increment !== undefined || opts.offset !== undefined,
   });
 }
 
@@ -87,6 +90,25 @@ export function ticketsMigrations(flavor: Flavor, schema: string | undefined, op
         await ddl.seed(knex);
       },
       refuseDown,
+      // Migrating again never moves an installed scheme: with a pair named that differs from it,
+      // "nothing to do" would let the user believe the server now serves the new pair.
+      refuseUp: async (knex) => {
+        if (!opts.pairGiven) return;
+        let scheme;
+        try {
+          scheme = await readScheme(knex, flavor, ref);
+        } catch (err) {
+          if (isIdleaseError(err, 'NOT_MIGRATED')) return;
+          throw err;
+        }
+        if (scheme.increment === opts.increment && scheme.offset === opts.offset) return;
+        const is = `Ticket sequence "${sequence}" on this server already serves offset ${scheme.offset} of increment ${scheme.increment} (its scheme row), not ${opts.offset} of ${opts.increment}; migrate does not change an installed pair.`;
+        throw new IdleaseError(
+          'BAD_CONFIG',
+          `${is} To give the servers a new increment and offsets use reshardTickets() (CLI: idlease tickets reshard), which starts above the global maximum; or leave increment/offset out.`,
+          { cli: { message: `${is} To give the servers a new increment and offsets run \`idlease tickets reshard --server … --server …\` (it starts above the global maximum); or leave --tickets-increment/--tickets-offset out.` } },
+        );
+      },
       down: async (knex) => {
         await refuseDown(knex);
         await runAll(knex, ddl.down);

@@ -12,6 +12,8 @@ export interface IdleaseMigration {
    * of several objects drops none of them.
    */
   refuseDown?(knex: Knex): Promise<void>;
+  /** Throws when options of an `up` that is already applied differ from what is installed (migrate does not change them). */
+  refuseUp?(knex: Knex): Promise<void>;
 }
 
 /**
