@@ -80,14 +80,19 @@ export async function typedConnectionErrors<T>(call: () => Promise<T>, target?: 
  */
 export async function connectionErrorWithin(knex: Knex, boundMs: number): Promise<unknown> {
   const deadline = Date.now() + boundMs;
+  let last: unknown;
   for (let attempt = 0; ; attempt++) {
     // A slow answer is not "unreachable" (the allocators wait for that on their own bounds):
-    // the first probe gets 3 s whatever the bound, later ones what is left of it.
-    const err = await connectionError(knex, attempt === 0 ? 3000 : Math.max(1, Math.min(3000, deadline - Date.now())));
-    if (connectionProblem(err) !== 'unreachable') return err;
+    // the first probe gets 3 s whatever the bound, later ones what is left of it — and a later
+    // one cut short by the bound leaves the refusal that came before it standing.
+    const r = await probe(knex, attempt === 0 ? 3000 : Math.max(1, Math.min(3000, deadline - Date.now())));
+    if (r === 'ok') return undefined;
+    if (r === 'late') return last;
+    if (connectionProblem(r.error) !== 'unreachable') return r.error;
+    last = r.error;
     const pause = Math.min(backoffMs(attempt, 100, 1000), deadline - Date.now());
-    if (pause <= 0) return err;
-    await new Promise((r) => setTimeout(r, pause));
+    if (pause <= 0) return last;
+    await new Promise((resolve) => setTimeout(resolve, pause));
   }
 }
 
@@ -97,13 +102,18 @@ export async function connectionErrorWithin(knex: Knex, boundMs: number): Promis
  * server is the allocators' business: they wait and retry on their own bounds).
  */
 export async function connectionError(knex: Knex, timeoutMs: number): Promise<unknown> {
+  const r = await probe(knex, timeoutMs);
+  return r === 'ok' || r === 'late' ? undefined : r.error;
+}
+
+async function probe(knex: Knex, timeoutMs: number): Promise<'ok' | 'late' | { error: unknown }> {
   let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<undefined>((resolve) => {
-    timer = setTimeout(() => resolve(undefined), timeoutMs);
+  const late = new Promise<'late'>((resolve) => {
+    timer = setTimeout(() => resolve('late'), timeoutMs);
     timer.unref();
   });
   try {
-    return await Promise.race([knex.raw('SELECT 1').then(() => undefined, (err: unknown) => err), late]);
+    return await Promise.race([knex.raw('SELECT 1').then(() => 'ok' as const, (error: unknown) => ({ error })), late]);
   } finally {
     clearTimeout(timer);
   }
