@@ -16,6 +16,12 @@ export interface ConnectOptions {
    * error and not the driver's stack traces.
    */
   log?: (line: string) => void;
+  /**
+   * How long opening one server connection may take (mysql2 connectTimeout, pg
+   * connectionTimeoutMillis). Default: the driver's (mysql2 10 s; pg none). The CLI passes its
+   * --wait, so a server that accepts and never answers does not hold the command past it.
+   */
+  connectTimeoutMs?: number;
 }
 
 /**
@@ -91,6 +97,7 @@ function driverConfig(url: string | undefined, options: ConnectOptions): Knex.Co
           port: parsed.port ? Number(parsed.port) : 3306,
           supportBigNumbers: true,
           bigNumberStrings: true,
+          ...(options.connectTimeoutMs === undefined ? {} : { connectTimeout: options.connectTimeoutMs }),
         },
         pool: { min: 0, max: poolMax },
       };
@@ -98,7 +105,10 @@ function driverConfig(url: string | undefined, options: ConnectOptions): Knex.Co
     case 'postgresql:':
       return {
         client: 'pg',
-        connection: { ...common, user: common.user || 'postgres', port: parsed.port ? Number(parsed.port) : 5432 },
+        connection: {
+          ...common, user: common.user || 'postgres', port: parsed.port ? Number(parsed.port) : 5432,
+          ...(options.connectTimeoutMs === undefined ? {} : { connectionTimeoutMillis: options.connectTimeoutMs }),
+        },
         pool: { min: 0, max: poolMax },
       };
     default:

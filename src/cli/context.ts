@@ -26,7 +26,7 @@ export function globals(cmd: Command): GlobalOptions {
 /** A knex handle for a CLI command: knex's own log lines (stack traces included) only with --verbose. */
 export function openDatabase(cmd: Command, url: string | undefined, poolMax?: number): Knex {
   const verbose = globals(cmd).verbose === true;
-  return connect(url, { poolMax, log: (line) => { if (verbose) process.stderr.write(line + '\n'); } });
+  return connect(url, { poolMax, connectTimeoutMs: waitMs(cmd), log: (line) => { if (verbose) process.stderr.write(line + '\n'); } });
 }
 
 /**

@@ -197,6 +197,31 @@ describe('error matrix: every command × every fault', () => {
     expect(res.err).toContain(`\`idlease --url ${pgEmpty.url} migrate --schema ids --segments-table seg\``);
   });
 
+  it.concurrent('CLI: a server that accepts and never answers ends in DB_UNAVAILABLE after the documented 5 s (next, snowflake next)', async () => {
+    // The connection probe treats a silent server as slow (3 s), not refused; then the command's
+    // own wait runs: 5 s by default, as the README says (snowflake next used to wait 10 s).
+    const sockets = new Set<import('node:net').Socket>();
+    const silent = createServer((sock) => { sockets.add(sock); sock.on('error', () => {}); });
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+    const url = `mysql://root@127.0.0.1:${(silent.address() as { port: number }).port}/x`;
+    try {
+      const runs = await Promise.all([['next', 'order'], ['snowflake', 'next']].map((args) => runMainIsolated(['--url', url, ...args])));
+      const p = new Problems();
+      for (const [i, res] of runs.entries()) {
+        const what = i === 0 ? 'next' : 'snowflake next';
+        p.oneLine(res, 'DB_UNAVAILABLE', 1, what);
+        p.check(res.err.includes('within 5 s'), what, `want "within 5 s": ${res.err}`);
+        p.check(res.err.includes('--wait'), what, `want the --wait hint: ${res.err}`);
+        // 3 s probe + 5 s wait (+ closing); a 10 s wait could not finish inside 12 s.
+        p.check(res.ms < 12_000, what, `took ${res.ms} ms`);
+      }
+      expect(p.list).toEqual([]);
+    } finally {
+      for (const sock of sockets) sock.destroy();
+      silent.close();
+    }
+  });
+
   /** Library entry points: the first call of each, against each fault; always an IdleaseError. */
   const ENTRIES: Record<string, { oneShot: boolean; call: (knex: Knex) => Promise<unknown> }> = {
     'createSegmentAllocator().next()': { oneShot: false, call: async (knex) => {
