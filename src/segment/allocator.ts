@@ -428,10 +428,13 @@ class SegmentAllocatorImpl implements SegmentAllocator {
   }
 
   private unknownTag(): IdleaseError {
+    const what = `Tag ${JSON.stringify(this.tag)} has no row in ${this.options.table}.`;
+    const flags = `${this.options.schema !== undefined ? ` --schema ${this.options.schema}` : ''}${this.options.table !== 'idlease_segments' ? ` --table ${this.options.table}` : ''}`;
     return new IdleaseError(
       'UNKNOWN_TAG',
-      `Tag ${JSON.stringify(this.tag)} has no row in ${this.options.table}. Add it: \`idlease tag add ${this.tag}\` (or addTag(knex, { tag: ${JSON.stringify(this.tag)} })), ` +
+      `${what} Add it: \`idlease tag add ${this.tag}\` (or addTag(knex, { tag: ${JSON.stringify(this.tag)} })), ` +
         'or pass create: { start, step } to createSegmentAllocator.',
+      { cli: { message: `${what} Add it: \`{idlease} tag add ${this.tag}${flags}\`, or pass --create (with --start/--step) to add it here.` } },
     );
   }
 

@@ -207,6 +207,7 @@ class SnowflakeAllocatorImpl implements SnowflakeAllocator {
         'CLOCK_BACKWARDS',
         `The wall clock stayed more than maxLeadMs (${this.options.maxLeadMs} ms) behind the last issued time for ${this.options.waitTimeoutMs} ms ` +
           `(clock stepped back, or a burst beyond ${this.maxSequence + 1} IDs per ${this.layout.timeUnitMs} ms). It recovers when the clock catches up; raise maxLeadMs to borrow further.`,
+        { cli: { message: `The wall clock stayed behind the last issued time of this worker id for ${this.options.waitTimeoutMs / 1000} s (the clock stepped back). Rerun once the clock has caught up (--wait <seconds> waits longer).` } },
       );
     }
     if (isIdleaseError(this.lastProblem, 'NO_WORKER_ID')) return this.lastProblem;

@@ -168,6 +168,8 @@ describe('CLI errors: one line, the right code, at once', () => {
     const down = await runCli(['--url', pg.url, 'migrate', '--down', '--no-segments', '--next-id'], { cwd: dir });
     expectOneLine(down, 'MIGRATION_FAILED', 2);
     expect(down.stderr).toContain('uses_next_id.id');
+    expect(down.stderr).toContain('rerun with --drop-dependent-defaults');
+    expect(down.stderr).not.toContain('dropDependentDefaults');
   });
 
   it('real processes: a closed port is DB_UNAVAILABLE exit 1 for tag list, workers list and migrate; serve on a busy port is BAD_CONFIG exit 2; tickets status with every server down exits 1', async () => {

@@ -222,6 +222,14 @@ describe('error matrix: every command × every fault', () => {
     }
   });
 
+  it.concurrent('CLI: an unknown tag names the tag add command for the same database, in CLI words', async () => {
+    const res = await runMainIsolated(['--url', migrated.url, 'next', 'nosuch']);
+    expect(res.code, res.err).toBe(2);
+    expect(res.err).toMatch(/^idlease: UNKNOWN_TAG: [^\n]+\n$/);
+    expect(res.err).toContain(`\`idlease --url ${migrated.url} tag add nosuch\`, or pass --create`);
+    expect(res.err).not.toMatch(/createSegmentAllocator|addTag\(/);
+  });
+
   /** Library entry points: the first call of each, against each fault; always an IdleaseError. */
   const ENTRIES: Record<string, { oneShot: boolean; call: (knex: Knex) => Promise<unknown> }> = {
     'createSegmentAllocator().next()': { oneShot: false, call: async (knex) => {
