@@ -171,7 +171,7 @@ describe('idlease next / tag (CLI, real processes)', () => {
       const url = ['--url', db.url];
       const missing = await runCli([...url, 'next', 'order']);
       expect(missing.code).toBe(2);
-      expect(missing.stderr).toContain('idlease tag add order');
+      expect(missing.stderr).toContain(`idlease --url ${db.url} tag add order`);
       expect((await runCli([...url, 'tag', 'add', 'order', '--start', '9007199254740993', '--step', '50'])).code).toBe(0);
       const got = await runCli([...url, 'next', 'order', '-n', '2']);
       expect(got.stdout.trim().split('\n')).toEqual(['9007199254740993', '9007199254740994']);
