@@ -1,4 +1,7 @@
+import type { Knex } from 'knex';
 import { IdleaseError } from '../errors.js';
+import type { Flavor } from './detect.js';
+import { rowsOf } from './results.js';
 /**
  * "The table (or sequence) idlease needs is not there": the one test both dialect files use
  * to turn a driver error into NOT_MIGRATED. Narrow on purpose: a bare "does not exist" also
@@ -17,6 +20,11 @@ export function isMissingTable(err: unknown): boolean {
 
 /** One catalog query, however the caller reaches the database: rows as arrays of values. */
 export type CatalogQuery = (sql: string, values: readonly string[]) => Promise<unknown[][]>;
+
+/** A CatalogQuery over a knex handle. */
+export function knexCatalogQuery(knex: Knex, flavor: Flavor): CatalogQuery {
+  return async (sql, values) => rowsOf(flavor, await knex.raw(sql, values)).map((r) => Object.values(r));
+}
 
 /**
  * Where an older idlease left `object` (a table or sequence name), if it did: the schema at the

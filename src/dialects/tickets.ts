@@ -8,7 +8,7 @@
  * scheme: their draw inserts nothing and they learn it from the same OK packet.
  */
 import type { Knex } from 'knex';
-import { isMissingTable, notMigratedError, olderInstallSchema, relationExists } from './missing-object.js';
+import { isMissingTable, knexCatalogQuery, notMigratedError, olderInstallSchema, relationExists } from './missing-object.js';
 import { type Flavor, ownObject, ownSchema, quoteIdent } from './detect.js';
 import { affectedRows, rowsOf } from './results.js';
 import { IdleaseError } from '../errors.js';
@@ -120,7 +120,7 @@ async function notMigrated(knex: Knex, flavor: Flavor, ref: TicketRef, cause: un
     call: `migrate(knex, { ${explicitSchema ? `schema: '${ref.schema}', ` : ''}tickets: { sequences: ['${ref.sequence}'] } })`,
     flags: `${explicitSchema ? `--schema ${ref.schema} ` : ''}--no-segments --tickets ${ref.sequence}`,
     olderIn: await olderInstallSchema(
-      async (sql, values) => rowsOf(flavor, await knex.raw(sql, values)).map((r) => Object.values(r)),
+      knexCatalogQuery(knex, flavor),
       flavor !== 'mysql', ref.schema !== undefined, schema ?? '', flavor === 'mysql' ? ticketObjectName(ref.sequence) : SCHEME_TABLE,
     ),
     ownSchema: schema,
@@ -134,7 +134,7 @@ async function notMigrated(knex: Knex, flavor: Flavor, ref: TicketRef, cause: un
  */
 export async function lastIssuedTicket(knex: Knex, flavor: Flavor, ref: TicketRef): Promise<bigint | undefined> {
   const obj = ownObject(flavor, ref.schema, ticketObjectName(ref.sequence));
-  const query = async (sql: string, values: readonly string[]) => rowsOf(flavor, await knex.raw(sql, values)).map((r) => Object.values(r));
+  const query = knexCatalogQuery(knex, flavor);
   if (!(await relationExists(query, flavor !== 'mysql', obj))) return undefined;
   try {
     if (flavor === 'mysql') {

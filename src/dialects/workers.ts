@@ -8,7 +8,7 @@ import { IdleaseError, isIdleaseError } from '../errors.js';
 import { toBigInt, toInt32 } from '../ids.js';
 import { type Flavor, ownObject, ownObjectName, ownSchema, quoteIdent } from './detect.js';
 import { retryConflicts } from './conflicts.js';
-import { isMissingTable, notMigratedError, olderInstallSchema, relationExists } from './missing-object.js';
+import { isMissingTable, knexCatalogQuery, notMigratedError, olderInstallSchema, relationExists } from './missing-object.js';
 import { affectedRows, rowsOf } from './results.js';
 
 export interface WorkerTableRef {
@@ -102,7 +102,7 @@ async function translate(err: unknown, knex: Knex, t: WorkerTarget): Promise<unk
     call: `migrate(knex, { ${options.join(', ')} })`,
     flags: [...(explicitSchema ? [`--schema ${t.ref.schema}`] : []), customTable ? `--workers-table ${t.ref.table}` : '--workers'].join(' '),
     olderIn: await olderInstallSchema(
-      async (sql, values) => rowsOf(t.flavor, await knex.raw(sql, values)).map((r) => Object.values(r)),
+      knexCatalogQuery(knex, t.flavor),
       t.flavor !== 'mysql', t.ref.schema !== undefined, schema ?? '', t.ref.table,
     ),
     ownSchema: schema,
@@ -208,7 +208,7 @@ export async function releaseWorkerId(knex: Knex, t: WorkerTarget, group: string
 /** Rows of one group (or all groups), each with `alive` judged by the database's clock. */
 /** Leases not yet expired by the database's clock; none when the table does not exist (a down migration's check). */
 export async function liveWorkerLeases(knex: Knex, t: WorkerTarget): Promise<WorkerRow[]> {
-  const query = async (sql: string, values: readonly string[]) => rowsOf(t.flavor, await knex.raw(sql, values)).map((r) => Object.values(r));
+  const query = knexCatalogQuery(knex, t.flavor);
   if (!(await relationExists(query, t.flavor !== 'mysql', table(t)))) return [];
   try {
     return (await listWorkerRows(knex, t)).filter((r) => r.alive);

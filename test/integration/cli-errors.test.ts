@@ -10,7 +10,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { createTestDb, type TestDb } from '../helpers/db.js';
-import { REPO_ROOT, runCli, type CliResult } from '../helpers/cli.js';
+import { closedPort, REPO_ROOT, runCli, type CliResult } from '../helpers/cli.js';
 import { exitCodeOf } from '../../src/cli/main.js';
 import { createTicketAllocator } from '../../src/ticket/allocator.js';
 import { migrate } from '../../src/migrations/migrate.js';
@@ -26,14 +26,6 @@ function withUrl(base: string, change: (u: URL) => void): string {
   const u = new URL(base);
   change(u);
   return u.toString();
-}
-
-async function closedPort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise((r) => srv.close(r));
-  return port;
 }
 
 describe('CLI errors: one line, the right code, at once', () => {

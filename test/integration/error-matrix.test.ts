@@ -24,6 +24,7 @@ import { createSnowflakeAllocator, createKnexWorkerIdStore } from '../../src/sno
 import { bumpNextId } from '../../src/next-id/admin.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { runMainIsolated } from '../helpers/in-process.js';
+import { closedPort } from '../helpers/cli.js';
 
 type Flavor = 'mysql' | 'postgres';
 type Fault = 'closed port' | 'unknown host' | 'wrong password' | 'unknown database' | 'unmigrated';
@@ -80,14 +81,6 @@ class Problems {
   }
 }
 
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise((r) => srv.close(r));
-  return port;
-}
-
 function withUrl(base: string, change: (u: URL) => void): string {
   const u = new URL(base);
   change(u);
@@ -105,7 +98,7 @@ describe('error matrix: every command × every fault', () => {
   const urls = {} as Record<Fault, Partial<Record<Flavor, string>>>;
 
   beforeAll(async () => {
-    closed = await freePort();
+    closed = await closedPort();
     [myEmpty, pgEmpty, migrated] = await Promise.all([createTestDb('mysql', 'matrix_empty'), createTestDb('postgres', 'matrix_empty'), createTestDb('mysql', 'matrix_ok')]);
     await migrate(migrated.knex, { workers: true });
     await myEmpty.knex.raw(`CREATE USER '${user}'@'%' IDENTIFIED BY 'right-password'`);
