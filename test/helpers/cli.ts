@@ -43,3 +43,10 @@ export async function closedPort(): Promise<number> {
   await new Promise((r) => srv.close(r));
   return port;
 }
+
+/** A URL with one part changed (the password, the database …). */
+export function withUrl(base: string, change: (u: URL) => void): string {
+  const u = new URL(base);
+  change(u);
+  return u.toString();
+}

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { createTestDb, type TestDb } from '../helpers/db.js';
-import { closedPort, REPO_ROOT, runCli, type CliResult } from '../helpers/cli.js';
+import { closedPort, REPO_ROOT, runCli, withUrl, type CliResult } from '../helpers/cli.js';
 import { exitCodeOf } from '../../src/cli/main.js';
 import { createTicketAllocator } from '../../src/ticket/allocator.js';
 import { migrate } from '../../src/migrations/migrate.js';
@@ -20,12 +20,6 @@ function expectOneLine(res: CliResult, code: string, exit: number): void {
   expect(res.stderr, res.stderr).toMatch(new RegExp(`^idlease: ${code}: [^\\n]+\\n$`));
   expect(res.code, res.stderr).toBe(exit);
   expect(res.stdout).toBe('');
-}
-
-function withUrl(base: string, change: (u: URL) => void): string {
-  const u = new URL(base);
-  change(u);
-  return u.toString();
 }
 
 describe('CLI errors: one line, the right code, at once', () => {

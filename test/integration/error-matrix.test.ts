@@ -24,7 +24,7 @@ import { createSnowflakeAllocator, createKnexWorkerIdStore } from '../../src/sno
 import { bumpNextId } from '../../src/next-id/admin.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { runMainIsolated } from '../helpers/in-process.js';
-import { closedPort } from '../helpers/cli.js';
+import { closedPort, withUrl } from '../helpers/cli.js';
 
 type Flavor = 'mysql' | 'postgres';
 type Fault = 'closed port' | 'unknown host' | 'wrong password' | 'unknown database' | 'unmigrated';
@@ -79,12 +79,6 @@ class Problems {
     this.check(res.code === exit, what, `want exit ${exit}, got ${res.code}`);
     this.check(res.out === '', what, `want no stdout, got ${JSON.stringify(res.out.slice(0, 200))}`);
   }
-}
-
-function withUrl(base: string, change: (u: URL) => void): string {
-  const u = new URL(base);
-  change(u);
-  return u.toString();
 }
 
 describe('error matrix: every command × every fault', () => {
