@@ -22,6 +22,12 @@ export interface ConnectOptions {
    * (one process at a time may open it). Default 10,000 ms, then `DB_LOCKED` naming the holder.
    */
   lockTimeoutMs?: number;
+  /**
+   * How long opening one server connection may take (mysql2 connectTimeout, pg
+   * connectionTimeoutMillis). Default: the driver's (mysql2 10 s; pg none). The CLI passes its
+   * --wait, so a server that accepts and never answers does not hold the command past it.
+   */
+  connectTimeoutMs?: number;
 }
 
 /**
@@ -113,6 +119,7 @@ function driverConfig(url: string | undefined, options: ConnectOptions): Knex.Co
           port: parsed.port ? Number(parsed.port) : 3306,
           supportBigNumbers: true,
           bigNumberStrings: true,
+          ...(options.connectTimeoutMs === undefined ? {} : { connectTimeout: options.connectTimeoutMs }),
         },
         pool: { min: 0, max: poolMax },
       };
@@ -120,7 +127,10 @@ function driverConfig(url: string | undefined, options: ConnectOptions): Knex.Co
     case 'postgresql:':
       return {
         client: 'pg',
-        connection: { ...common, user: common.user || 'postgres', port: parsed.port ? Number(parsed.port) : 5432 },
+        connection: {
+          ...common, user: common.user || 'postgres', port: parsed.port ? Number(parsed.port) : 5432,
+          ...(options.connectTimeoutMs === undefined ? {} : { connectionTimeoutMillis: options.connectTimeoutMs }),
+        },
         pool: { min: 0, max: poolMax },
       };
     default:

@@ -17,13 +17,28 @@ export type IdleaseErrorCode =
   | 'NO_WORKER_ID' // every worker id of a snowflake group is held by a live process
   | 'CLOCK_BACKWARDS'; // the wall clock stayed behind the last issued time longer than the wait bound
 
+/**
+ * The same failure in the words of the `idlease` command, where the library message names
+ * options or calls (`waitTimeoutMs`, `migrate(knex, …)`) that a CLI user does not type.
+ * `{idlease}` stands for `idlease` with the connection flags the user gave (`--url …`), so a
+ * command in the hint runs against the same database when pasted.
+ */
+export interface CliWording {
+  readonly message: string;
+  /** The database the hint's command must use when it is not the command's own (one ticket server of several): a redacted URL. */
+  readonly url?: string;
+}
+
 export class IdleaseError extends Error {
   readonly code: IdleaseErrorCode;
+  /** The message for CLI users, when it differs from `message` (the CLI prints this one). */
+  readonly cli?: CliWording;
 
-  constructor(code: IdleaseErrorCode, message: string, options?: { cause?: unknown }) {
+  constructor(code: IdleaseErrorCode, message: string, options?: { cause?: unknown; cli?: CliWording }) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'IdleaseError';
     this.code = code;
+    if (options?.cli !== undefined) this.cli = options.cli;
   }
 }
 

@@ -1,4 +1,4 @@
-export { IdleaseError, isIdleaseError, errorCategory, ERROR_CATEGORIES, type IdleaseErrorCode, type IdleaseErrorCategory } from './errors.js';
+export { IdleaseError, isIdleaseError, errorCategory, ERROR_CATEGORIES, type IdleaseErrorCode, type IdleaseErrorCategory, type CliWording } from './errors.js';
 export type { ConnectionProblem } from './dialects/connection-errors.js';
 export { connect, knexConfig, type ConnectOptions } from './connect.js';
 export { MAX_INT64, MAX_UINT64 } from './ids.js';

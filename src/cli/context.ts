@@ -2,7 +2,7 @@ import { InvalidArgumentError, type Command } from 'commander';
 import knexFactory, { type Knex } from 'knex';
 import { connect, DEFAULT_PGLITE_DIR, embeddedConfig, knexLog, pgliteTarget, redact } from '../connect.js';
 import { acquireDirectoryLock, DEFAULT_LOCK_TIMEOUT_MS, type DirectoryLock, type LockHolder } from '../embedded/lock.js';
-import { connectionError, connectionProblem, describeConnectionProblem } from '../dialects/connection-errors.js';
+import { connectionErrorWithin, connectionProblem, describeConnectionProblem, isConfigProblem } from '../dialects/connection-errors.js';
 import { IdleaseError } from '../errors.js';
 
 export interface GlobalOptions {
@@ -10,6 +10,14 @@ export interface GlobalOptions {
   json?: boolean;
   verbose?: boolean;
   lockWait?: number;
+  wait?: number;
+}
+
+/** How long a command waits for a database that does not answer (`--wait`, seconds; default 5). */
+export const DEFAULT_WAIT_MS = 5000;
+
+export function waitMs(cmd: Command): number {
+  return globals(cmd).wait ?? DEFAULT_WAIT_MS;
 }
 
 /** The options every command inherits (`--url`, `--json`), read from the root program. */
@@ -19,7 +27,7 @@ export function globals(cmd: Command): GlobalOptions {
 
 /** A knex handle for a CLI command: knex's own log lines (stack traces included) only with --verbose. */
 export function openDatabase(cmd: Command, url: string | undefined, poolMax?: number): Knex {
-  return connect(url, { poolMax, log: cliLog(cmd), lockTimeoutMs: globals(cmd).lockWait });
+  return connect(url, { poolMax, connectTimeoutMs: waitMs(cmd), log: cliLog(cmd), lockTimeoutMs: globals(cmd).lockWait });
 }
 
 function cliLog(cmd: Command): (line: string) => void {
@@ -82,7 +90,7 @@ export async function withKnex<T>(cmd: Command, fn: (knex: Knex, db: OpenedDatab
     knex = openDatabase(cmd, url);
   }
   try {
-    await refuseBadConnection(knex, url);
+    await refuseBadConnection(knex, url, waitMs(cmd));
     return await fn(knex, { lock });
   } finally {
     await knex.destroy();
@@ -92,15 +100,30 @@ export async function withKnex<T>(cmd: Command, fn: (knex: Knex, db: OpenedDatab
 }
 
 /**
- * A wrong password or database name will not fix itself: a one-shot command says so at once
- * instead of waiting out the allocators' retry bound and calling the database unavailable.
+ * A wrong password, database or host name will not fix itself: a one-shot command says so at
+ * once instead of waiting out the allocators' retry bound and calling the database unavailable.
+ * A server that refuses connections is retried for `waitForMs` (--wait) and then named as
+ * DB_UNAVAILABLE, unless `unreachableIsFatal` is false (one ticket server of several may be down).
  */
-export async function refuseBadConnection(knex: Knex, url: string | undefined): Promise<void> {
-  const err = await connectionError(knex, 3000);
+export async function refuseBadConnection(knex: Knex, url: string | undefined, waitForMs = DEFAULT_WAIT_MS, unreachableIsFatal = true): Promise<void> {
+  const err = await connectionErrorWithin(knex, unreachableIsFatal ? waitForMs : 0);
   const problem = connectionProblem(err);
-  if (problem === 'access-denied' || problem === 'unknown-database') {
-    throw new IdleaseError('BAD_CONFIG', `cannot use ${url ? redact(url) : 'the embedded PGlite'}: ${describeConnectionProblem(problem)} (${(err as Error).message}).`, { cause: err });
+  const target = url ? redact(url) : 'the embedded PGlite';
+  const driver = (err as Error | undefined)?.message ?? String(err);
+  if (isConfigProblem(problem)) {
+    throw new IdleaseError('BAD_CONFIG', `cannot use ${target}: ${describeConnectionProblem(problem!)} (${driver}).`, { cause: err });
   }
+  if (problem === 'unreachable' && unreachableIsFatal) {
+    throw new IdleaseError(
+      'DB_UNAVAILABLE',
+      `cannot reach ${target} within ${formatSeconds(waitForMs)} (${driver}): check that it is running and reachable, then rerun (--wait <seconds> waits longer).`,
+      { cause: err },
+    );
+  }
+}
+
+export function formatSeconds(ms: number): string {
+  return `${Number((ms / 1000).toFixed(3))} s`;
 }
 
 export function describeTarget(cmd: Command): string {
@@ -115,6 +138,19 @@ export function toJson(value: unknown): string {
 export function print(cmd: Command, human: string | string[], machine: unknown): void {
   if (globals(cmd).json) process.stdout.write(toJson(machine) + '\n');
   else process.stdout.write((Array.isArray(human) ? human.join('\n') : human) + '\n');
+}
+
+/** `--wait <seconds>`: a positive number of seconds (fractions allowed), as milliseconds. */
+export function secondsArg(value: string): number {
+  if (!/^\d+(\.\d+)?$/.test(value) || Number(value) <= 0 || Number(value) > 3600) {
+    throw new InvalidArgumentError(`expected a number of seconds from 0.001 to 3600, got ${JSON.stringify(value)}.`);
+  }
+  return Math.max(1, Math.round(Number(value) * 1000));
+}
+
+/** --lock-wait: like --wait, and 0 tries the lock once. */
+export function lockSecondsArg(value: string): number {
+  return /^0+(\.0+)?$/.test(value) ? 0 : secondsArg(value);
 }
 
 /** Parse a positive integer flag or argument; commander passes strings. */

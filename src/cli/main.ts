@@ -1,4 +1,5 @@
-import { Command, CommanderError, InvalidArgumentError } from 'commander';
+import { Command, CommanderError } from 'commander';
+import { redact } from '../connect.js';
 import { errorCategory, IdleaseError } from '../errors.js';
 import { registerMigrate, type MigrateFlagContributor } from './migrate.js';
 import { registerSegmentCommands } from './segment.js';
@@ -6,12 +7,8 @@ import { registerTicketCommands, ticketMigrateFlags } from './tickets.js';
 import { nextIdMigrateFlags, registerNextIdAdminCommands, registerNextIdCommands } from './next-id.js';
 import { registerServeCommand } from './serve.js';
 import { registerSnowflakeCommands } from './snowflake.js';
+import { lockSecondsArg, secondsArg } from './context.js';
 import { packageVersion } from './version.js';
-
-function lockWait(value: string): number {
-  if (!/^\d{1,9}$/.test(value)) throw new InvalidArgumentError(`--lock-wait must be a number of milliseconds (0 tries once), got ${JSON.stringify(value)}.`);
-  return Number(value);
-}
 
 export function buildProgram(): Command {
   const program = new Command('idlease')
@@ -19,7 +16,8 @@ export function buildProgram(): Command {
     .option('--url <url>', 'database: mysql://…, mariadb://…, postgres://…, pglite:<dir> (default: $IDLEASE_URL, else embedded PGlite in ./.idlease/)')
     .option('--json', 'machine-readable output (IDs as strings)')
     .option('--verbose', "on failure, also print the error's causes and the database driver's log lines")
-    .option('--lock-wait <ms>', 'embedded database only: how long to wait while another process has it open (default 10000)', lockWait)
+    .option('--wait <seconds>', 'how long to wait for a database that does not answer before failing with DB_UNAVAILABLE (default 5)', secondsArg)
+    .option('--lock-wait <seconds>', 'embedded (PGlite) database only: how long to wait while another process has it open, before DB_LOCKED (default 10; 0 tries once)', lockSecondsArg)
     .version(packageVersion(), '-V, --version', "print idlease's version")
     .exitOverride();
   // Every error is one line `idlease: CODE: message`, commander's own parse errors included;
@@ -63,7 +61,7 @@ export async function main(argv: string[]): Promise<number> {
     }
     const verbose = argv.includes('--verbose');
     if (err instanceof IdleaseError) {
-      process.stderr.write(`idlease: ${err.code}: ${oneLine(err.message)}\n`);
+      process.stderr.write(`idlease: ${err.code}: ${oneLine(cliMessage(err, program.opts<{ url?: string }>().url))}\n`);
       if (verbose) printCauses(err);
       // Input and setup errors (fix and rerun) exit 2; a database that did not answer or a refused value exit 1.
       return exitCodeOf(err);
@@ -72,6 +70,24 @@ export async function main(argv: string[]): Promise<number> {
     if (verbose) printCauses(err);
     return 1;
   }
+}
+
+/**
+ * The message a CLI user reads: the error's CLI wording when it has one, with `{idlease}`
+ * replaced by the command that reaches the same database — the user's --url (password
+ * redacted), or a note that $IDLEASE_URL names it — so a hint runs as printed.
+ */
+export function cliMessage(err: IdleaseError, url: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
+  if (err.cli === undefined) return err.message;
+  const target = err.cli.url ?? (url !== undefined ? redact(url) : undefined);
+  const fromEnv = target === undefined && env.IDLEASE_URL !== undefined && env.IDLEASE_URL !== '';
+  const text = err.cli.message.replaceAll('{idlease}', target === undefined ? 'idlease' : `idlease --url ${shellWord(target)}`);
+  return fromEnv && text !== err.cli.message ? `${text} (The database is the one $IDLEASE_URL names, as for this command.)` : text;
+}
+
+/** A word the shell passes through as it is: quoted when it holds anything but plain URL characters (a redacted password's *** included). */
+function shellWord(word: string): string {
+  return /^[\w@:/.%+=,-]+$/.test(word) ? word : `'${word.replaceAll("'", "'\\''")}'`;
 }
 
 /** The exit code for an error code: ERROR_CATEGORIES decides (client/config → 2, else 1). */

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { IdleaseError } from '../errors.js';
 import { migrate, unlockMigrations, type MigrateOptions } from '../migrations/migrate.js';
 import { describeTarget, print, withKnex } from './context.js';
 
@@ -7,6 +8,7 @@ interface MigrateFlags {
   segments: boolean;
   segmentsTable?: string;
   down?: boolean;
+  dropState?: boolean;
   unlock?: boolean;
 }
 
@@ -26,12 +28,13 @@ export function registerMigrate(program: Command, contributors: MigrateFlagContr
     .option('--workers', 'install the worker-id lease table of snowflake allocators')
     .option('--workers-table <name>', 'worker table name (default idlease_workers)')
     .option('--down', 'remove the objects named by the other flags instead of installing them')
+    .option('--drop-state', 'with --down: also drop segment rows that have handed out IDs, ticket counters that have issued tickets and live worker-id leases (refused without it)')
     .option('--unlock', 'free a migration lock left behind by a crashed migration, then exit')
     .addHelpText('after', `
 Examples:
   idlease migrate                                   segment table in the embedded PGlite (./.idlease/)
   idlease migrate --url mysql://root@127.0.0.1/app  the same on MySQL/MariaDB
-  idlease migrate --down                            remove the segment table
+  idlease migrate --down                            remove the segment table (refused while tags hold IDs: --drop-state)
   idlease migrate --workers                         also the worker-id table of snowflake allocators
   idlease --url postgres://… migrate --schema public  keep the tables where idlease 0.1 put them`);
   for (const c of contributors) c.configure(cmd);
@@ -46,8 +49,10 @@ Examples:
         schema: flags.schema,
         segments: flags.segments ? { table: flags.segmentsTable } : false,
         direction: flags.down ? 'down' : 'up',
+        ...(flags.dropState === true ? { dropState: true } : {}),
         ...(flags.workers === true || flags.workersTable !== undefined ? { workers: flags.workersTable === undefined ? true : { table: flags.workersTable as string } } : {}),
       };
+      if (flags.dropState === true && !flags.down) throw new IdleaseError('BAD_CONFIG', '--drop-state applies only with --down.');
       for (const c of contributors) options = { ...options, ...c.toOptions(flags) };
       const result = await migrate(knex, options);
       const verb = result.direction === 'up' ? 'applied' : 'reverted';

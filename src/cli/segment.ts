@@ -5,7 +5,7 @@ import { migrate } from '../migrations/migrate.js';
 import { addTag, bumpTag, listTags, setStep } from '../segment/admin.js';
 import { createSegmentAllocator } from '../segment/allocator.js';
 import { pgliteTarget } from '../connect.js';
-import { describeTarget, positiveInt, print, targetUrl, withKnex } from './context.js';
+import { describeTarget, positiveInt, print, targetUrl, waitMs, withKnex } from './context.js';
 import { drawThroughServe } from './via-serve.js';
 
 interface TableFlags {
@@ -61,6 +61,7 @@ back on exit), and never repeat an ID. On a server database run \`idlease migrat
             // One short-lived process: lease what is asked for (at least the row's step), nothing more.
             targetLeaseMs: 1,
             preloadMs: 0,
+            waitTimeoutMs: waitMs(self),
           });
           try {
             return await alloc.nextBatch(flags.count);

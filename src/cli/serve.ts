@@ -2,6 +2,7 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import { pgliteTarget } from '../connect.js';
 import { migrate } from '../migrations/migrate.js';
+import { listTags } from '../segment/admin.js';
 import { runServe } from '../serve/run.js';
 import { describeTarget, positiveInt, targetUrl, withKnex } from './context.js';
 
@@ -35,6 +36,9 @@ unused part of each lease back, exit 0; a second signal exits at once.`)
       const token = flags.token ?? (process.env.IDLEASE_TOKEN || undefined);
       await withKnex(self, async (knex, { lock }) => {
         if (embedded) await migrate(knex, { schema: flags.schema, segments: { table: flags.table }, workers: true });
+        // On a server nothing is created implicitly: a missing segment table is said at start
+        // (NOT_MIGRATED, exit 2), not as a 500 on every request.
+        else await listTags(knex, { table: flags.table, schema: flags.schema });
         await runServe({
           knex, host: flags.host, port: flags.port, tags: flags.tags, token,
           protectMetrics: flags.protectMetrics, maxStep: flags.maxStep, table: flags.table, schema: flags.schema, snowflakeGroup: flags.snowflakeGroup, shutdownTimeoutMs: flags.shutdownTimeout, target: describeTarget(self),

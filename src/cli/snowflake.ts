@@ -5,7 +5,7 @@ import { resolveLayout } from '../layout/index.js';
 import { createSnowflakeAllocator } from '../snowflake/index.js';
 import { createKnexWorkerIdStore } from '../snowflake/worker-store.js';
 import { addDecodeLayoutFlags, decodeLayoutFrom } from './next-id.js';
-import { print, withKnex } from './context.js';
+import { print, waitMs, withKnex } from './context.js';
 
 function count(value: string): number {
   if (!/^\d+$/.test(value) || Number(value) < 1 || Number(value) > 1_000_000) throw new InvalidArgumentError(`-n must be an integer from 1 to 1000000, got ${JSON.stringify(value)}.`);
@@ -23,7 +23,7 @@ export function registerSnowflakeCommands(program: Command): void {
   addDecodeLayoutFlags(next).action(async (flags: Record<string, unknown>, self: Command) => {
     await withKnex(self, async (knex) => {
       const layout = resolveLayout(decodeLayoutFrom(flags));
-      const alloc = createSnowflakeAllocator({ knex, group: flags.group as string, layout, ...(flags.schema === undefined ? {} : { schema: flags.schema as string }) });
+      const alloc = createSnowflakeAllocator({ knex, group: flags.group as string, layout, waitTimeoutMs: waitMs(self), ...(flags.schema === undefined ? {} : { schema: flags.schema as string }) });
       try {
         const ids = await alloc.nextBatch(flags.n as number);
         print(self, ids.map(String), { group: alloc.group, workerId: alloc.workerId, ids });

@@ -10,7 +10,7 @@ import { IdleaseError } from '../errors.js';
 import { createTicketAllocator } from '../ticket/allocator.js';
 import { reshardTickets } from '../ticket/reshard.js';
 import type { MigrateFlagContributor } from './migrate.js';
-import { globals, openDatabase, positiveInt, print, refuseBadConnection } from './context.js';
+import { globals, openDatabase, positiveInt, print, refuseBadConnection, waitMs } from './context.js';
 
 export const ticketMigrateFlags: MigrateFlagContributor = {
   configure(cmd) {
@@ -76,7 +76,8 @@ async function withServers<T>(self: Command, flags: ServerFlags, fn: (servers: A
   }
   const knexes = urls.map((u) => openDatabase(self, u, 2));
   try {
-    await Promise.all(knexes.map((k, i) => refuseBadConnection(k, urls[i])));
+    // A server that is down is the allocator's business (failover); a wrong password is not.
+    await Promise.all(knexes.map((k, i) => refuseBadConnection(k, urls[i], 0, false)));
     return await fn(knexes.map((knex, i) => ({ knex, offset: offsets[i]!, name: urls[i] ? redact(urls[i]!) : 'embedded PGlite' })));
   } finally {
     await Promise.all(knexes.map((k) => k.destroy()));
@@ -102,7 +103,7 @@ Examples:
     .option('-n, --count <n>', 'how many IDs', positiveInt('--count'), 1)
     .action(async (flags: ServerFlags & { count: number }, self: Command) => {
       await withServers(self, flags, async (servers) => {
-        const alloc = createTicketAllocator({ servers, increment: flags.increment, sequence: flags.sequence });
+        const alloc = createTicketAllocator({ servers, increment: flags.increment, sequence: flags.sequence, timeoutMs: waitMs(self) });
         try {
           const ids: bigint[] = [];
           for (let i = 0; i < flags.count; i++) ids.push(await alloc.next());
@@ -120,6 +121,13 @@ Examples:
         try {
           await alloc.ready().catch(() => undefined); // a refused server is reported below, not thrown
           const st = await alloc.status();
+          // Nothing answered: there is no status to show, and a script must not read success.
+          if (st.every((s) => s.health !== 'refused' && !s.server)) {
+            throw new IdleaseError(
+              'DB_UNAVAILABLE',
+              `no ticket server answered (${st.map((s) => `${s.name}: ${s.lastError ?? 'down'}`).join('; ')}): check that they are running and reachable, then rerun.`,
+            );
+          }
           const rows = st.map((s) => ({
             server: s.name,
             // Refused (not migrated, wrong pair) says more than the 'down' of a server whose facts could not be read.
@@ -159,7 +167,7 @@ Examples:
       await withServers(self, flags, async (servers) => {
         const retired = flags.retire.map((u) => ({ knex: openDatabase(self, u, 2), name: redact(u) }));
         try {
-          await Promise.all(retired.map((x, i) => refuseBadConnection(x.knex, flags.retire[i])));
+          await Promise.all(retired.map((x, i) => refuseBadConnection(x.knex, flags.retire[i], 0, false)));
           const r = await reshardTickets({ servers, increment: flags.increment, sequence: flags.sequence, retire: retired, margin: flags.margin });
           print(
             self,

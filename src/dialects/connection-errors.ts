@@ -1,14 +1,20 @@
 import type { Knex } from 'knex';
+import { backoffMs } from '../backoff.js';
+import { IdleaseError } from '../errors.js';
 /**
- * What a driver error says about the connection, for messages and events: a wrong password
- * or a missing database is configuration (retrying will not fix it until someone does),
- * a refused or dropped connection is the database being away.
+ * What a driver error says about the connection, for messages and events: a wrong password,
+ * a missing database or a host name that does not resolve is configuration (retrying will not
+ * fix it until someone does), a refused or dropped connection is the database being away.
+ * The one classifier of driver errors: allocators' events, the CLI and admin calls read it.
  */
-export type ConnectionProblem = 'access-denied' | 'unknown-database' | 'unreachable';
+export type ConnectionProblem = 'access-denied' | 'unknown-database' | 'unknown-host' | 'unreachable';
 
 const ACCESS_DENIED = new Set(['ER_ACCESS_DENIED_ERROR', 'ER_DBACCESS_DENIED_ERROR', '28P01', '28000']);
 const UNKNOWN_DATABASE = new Set(['ER_BAD_DB_ERROR', '3D000']);
-const UNREACHABLE = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EHOSTUNREACH', 'ETIMEDOUT', 'EPIPE', 'PROTOCOL_CONNECTION_LOST', '57P01', '57P03']);
+// ENOTFOUND is the resolver's definite "no such name" (NXDOMAIN); EAI_AGAIN, a resolver that
+// did not answer, is the network being away.
+const UNKNOWN_HOST = new Set(['ENOTFOUND']);
+const UNREACHABLE = new Set(['ECONNREFUSED', 'ECONNRESET', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'ECONNABORTED', 'ETIMEDOUT', 'EPIPE', 'PROTOCOL_CONNECTION_LOST', '57P01', '57P03']);
 
 export function connectionProblem(err: unknown): ConnectionProblem | undefined {
   const e = err as { code?: unknown; errno?: unknown } | null;
@@ -16,6 +22,7 @@ export function connectionProblem(err: unknown): ConnectionProblem | undefined {
   if (code === undefined) return undefined;
   if (ACCESS_DENIED.has(code) || e?.errno === 1045) return 'access-denied';
   if (UNKNOWN_DATABASE.has(code) || e?.errno === 1049) return 'unknown-database';
+  if (UNKNOWN_HOST.has(code)) return 'unknown-host';
   if (UNREACHABLE.has(code)) return 'unreachable';
   return undefined;
 }
@@ -27,8 +34,65 @@ export function describeConnectionProblem(problem: ConnectionProblem): string {
       return 'access denied: check the user and password in the connection URL';
     case 'unknown-database':
       return 'unknown database: check the database name in the connection URL (create it, then run idlease migrate)';
+    case 'unknown-host':
+      return 'unknown host: check the host name in the connection URL';
     case 'unreachable':
       return 'the database is unreachable: check that it is running and reachable';
+  }
+}
+
+/** Whether a problem is the setup (fix it, then rerun) rather than the database being away. */
+export function isConfigProblem(problem: ConnectionProblem | undefined): boolean {
+  return problem === 'access-denied' || problem === 'unknown-database' || problem === 'unknown-host';
+}
+
+/**
+ * A driver error as the IdleaseError a caller can branch on: BAD_CONFIG for a wrong password,
+ * database or host, DB_UNAVAILABLE for a server that cannot be reached; anything else (an
+ * IdleaseError already, or an error this does not recognise) is returned as it is. `target`
+ * names the database in the message (a redacted URL, or words such as "the database").
+ * For one-shot calls (admin, migrate); allocators keep retrying raw errors on their own bound.
+ */
+export function typedConnectionError(err: unknown, target = 'the database'): unknown {
+  if (err instanceof IdleaseError) return err;
+  const problem = connectionProblem(err);
+  if (problem === undefined) return err;
+  const driver = (err as Error)?.message ?? String(err);
+  if (isConfigProblem(problem)) {
+    return new IdleaseError('BAD_CONFIG', `cannot use ${target}: ${describeConnectionProblem(problem)} (${driver}).`, { cause: err });
+  }
+  return new IdleaseError('DB_UNAVAILABLE', `cannot reach ${target} (${driver}): check that it is running and reachable, then retry.`, { cause: err });
+}
+
+/** Run a one-shot database call and rethrow its connection failures typed (typedConnectionError). */
+export async function typedConnectionErrors<T>(call: () => Promise<T>, target?: string): Promise<T> {
+  try {
+    return await call();
+  } catch (err) {
+    throw typedConnectionError(err, target);
+  }
+}
+
+/**
+ * connectionError, retried while the server is unreachable, for at most `boundMs` in all:
+ * the bound a one-shot command waits for a database that is restarting. A configuration
+ * problem (or an answer) ends the wait at once.
+ */
+export async function connectionErrorWithin(knex: Knex, boundMs: number): Promise<unknown> {
+  const deadline = Date.now() + boundMs;
+  let last: unknown;
+  for (let attempt = 0; ; attempt++) {
+    // A slow answer is not "unreachable" (the allocators wait for that on their own bounds):
+    // the first probe gets 3 s whatever the bound, later ones what is left of it — and a later
+    // one cut short by the bound leaves the refusal that came before it standing.
+    const r = await probe(knex, attempt === 0 ? 3000 : Math.max(1, Math.min(3000, deadline - Date.now())));
+    if (r === 'ok') return undefined;
+    if (r === 'late') return last;
+    if (connectionProblem(r.error) !== 'unreachable') return r.error;
+    last = r.error;
+    const pause = Math.min(backoffMs(attempt, 100, 1000), deadline - Date.now());
+    if (pause <= 0) return last;
+    await new Promise((resolve) => setTimeout(resolve, pause));
   }
 }
 
@@ -38,13 +102,18 @@ export function describeConnectionProblem(problem: ConnectionProblem): string {
  * server is the allocators' business: they wait and retry on their own bounds).
  */
 export async function connectionError(knex: Knex, timeoutMs: number): Promise<unknown> {
+  const r = await probe(knex, timeoutMs);
+  return r === 'ok' || r === 'late' ? undefined : r.error;
+}
+
+async function probe(knex: Knex, timeoutMs: number): Promise<'ok' | 'late' | { error: unknown }> {
   let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<undefined>((resolve) => {
-    timer = setTimeout(() => resolve(undefined), timeoutMs);
+  const late = new Promise<'late'>((resolve) => {
+    timer = setTimeout(() => resolve('late'), timeoutMs);
     timer.unref();
   });
   try {
-    return await Promise.race([knex.raw('SELECT 1').then(() => undefined, (err: unknown) => err), late]);
+    return await Promise.race([knex.raw('SELECT 1').then(() => 'ok' as const, (error: unknown) => ({ error })), late]);
   } finally {
     clearTimeout(timer);
   }

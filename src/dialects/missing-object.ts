@@ -1,3 +1,7 @@
+import type { Knex } from 'knex';
+import { IdleaseError } from '../errors.js';
+import type { Flavor } from './detect.js';
+import { rowsOf } from './results.js';
 /**
  * "The table (or sequence) idlease needs is not there": the one test both dialect files use
  * to turn a driver error into NOT_MIGRATED. Narrow on purpose: a bare "does not exist" also
@@ -14,14 +18,68 @@ export function isMissingTable(err: unknown): boolean {
   return /relation "?[^"]*"? does not exist|schema "[^"]*" does not exist|Table '[^']*' doesn't exist/i.test(String(e.message));
 }
 
+/** One catalog query, however the caller reaches the database: rows as arrays of values. */
+export type CatalogQuery = (sql: string, values: readonly string[]) => Promise<unknown[][]>;
+
+/** A CatalogQuery over a knex handle. */
+export function knexCatalogQuery(knex: Knex, flavor: Flavor): CatalogQuery {
+  return async (sql, values) => rowsOf(flavor, await knex.raw(sql, values)).map((r) => Object.values(r));
+}
+
 /**
- * Said with every NOT_MIGRATED on PostgreSQL: a database migrated by idlease 0.1 has the tables
- * in the search path (usually public), where today's default no longer looks. The allocator
- * must not create them there or here (a fresh segment table would reissue IDs), so it names
- * the two ways forward.
+ * Where an older idlease left `object` (a table or sequence name), if it did: the schema at the
+ * head of the search path (usually public), when it holds that object and is not idlease's own
+ * schema. PostgreSQL only, and only for the default schema (an explicit schema is the user's
+ * choice); undefined whenever the lookup itself fails, since it only words a message.
  */
-export function legacyLayoutHint(isPostgres: boolean): string {
-  return isPostgres
-    ? " If an older idlease installed its tables in the search path (public), that migrate moves them into idlease's schema; to keep them where they are, pass schema: 'public' (CLI --schema public) everywhere instead."
-    : '';
+export async function olderInstallSchema(query: CatalogQuery, isPostgres: boolean, schemaGiven: boolean, ownSchema: string, object: string): Promise<string | undefined> {
+  if (!isPostgres || schemaGiven) return undefined;
+  try {
+    const rows = await query(
+      'SELECT pg_catalog.current_schema() AS s FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace ' +
+        'WHERE n.nspname = pg_catalog.current_schema() AND c.relname = ?',
+      [object],
+    );
+    const found = rows[0]?.[0];
+    return typeof found === 'string' && found !== ownSchema ? found : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A NOT_MIGRATED error: what is missing, then how to install it, in library and CLI words.
+ * When an older idlease's install was found in the search path (`olderIn`), it says that this
+ * migrate moves it into idlease's schema and how to keep it where it is instead; only then.
+ */
+export function notMigratedError(args: {
+  what: string;
+  /** The library call that installs it, e.g. `migrate(knex, { workers: true })`. */
+  call: string;
+  /** The `idlease migrate` flags that install it, e.g. `--no-segments --workers`. */
+  flags: string;
+  olderIn?: string;
+  ownSchema?: string;
+  cause?: unknown;
+}): IdleaseError {
+  const migrate = `migrate${args.flags ? ` ${args.flags}` : ''}`;
+  const older = args.olderIn === undefined ? undefined : `An older idlease installed it in schema ${args.olderIn}: `;
+  const lib = older ? ` ${older}migrate moves it, rows and all, into schema ${args.ownSchema}; to keep it where it is, pass schema: '${args.olderIn}' everywhere instead.` : '';
+  const cli = older ? ` ${older}that migrate moves it, rows and all, into schema ${args.ownSchema}; to keep it where it is, pass --schema ${args.olderIn} to every command instead.` : '';
+  return new IdleaseError('NOT_MIGRATED', `${args.what} Run ${args.call} (CLI: idlease ${migrate}) first.${lib}`, {
+    cause: args.cause,
+    cli: { message: `${args.what} Run \`{idlease} ${migrate}\` first.${cli}` },
+  });
+}
+
+/**
+ * Whether a table or sequence (quoted, qualified) exists, asked without touching it: on
+ * PostgreSQL a failed statement aborts the transaction a migration runs in, so a down
+ * migration's check must not find out by failing. MySQL: assumed (the caller reads it and
+ * treats a missing table as empty, which does not abort anything there).
+ */
+export async function relationExists(query: CatalogQuery, isPostgres: boolean, quotedName: string): Promise<boolean> {
+  if (!isPostgres) return true;
+  const rows = await query('SELECT pg_catalog.to_regclass(?)::text AS r', [quotedName]);
+  return rows[0]?.[0] != null;
 }

@@ -290,7 +290,9 @@ export async function bumpNextIdSequence(knex: Knex, schema: string, aheadMs: nu
     const comment = String(described.rows[0]?.c ?? '');
     const m = /layout (\d+)\/(\d+)\/(\d+) bits, epoch \S+ \((\d+)\)/.exec(comment);
     if (!m) {
-      throw new IdleaseError('NOT_MIGRATED', `No idlease next_id() in schema ${JSON.stringify(schema)}. Install it: idlease migrate --next-id --next-id-schema ${schema}.`);
+      throw new IdleaseError('NOT_MIGRATED', `No idlease next_id() in schema ${JSON.stringify(schema)}. Install it: migrate(knex, { segments: false, nextId: { schema: '${schema}' } }) (CLI: idlease migrate --no-segments --next-id --next-id-schema ${schema}).`, {
+        cli: { message: `No idlease next_id() in schema ${JSON.stringify(schema)}. Install it: \`{idlease} migrate --no-segments --next-id --next-id-schema ${schema}\` (with the layout flags it should have), or name the schema it is in with --next-id-schema.` },
+      });
     }
     const sequenceBits = Number(m[3]);
     const epochMs = Number(m[4]);

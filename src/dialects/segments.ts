@@ -1,11 +1,11 @@
 /** SQL for the segment table: DDL here; the lease and admin statements sit beside it. */
 import { retryConflicts } from './conflicts.js';
 import { withDeadline } from './deadline.js';
-import { isMissingTable, legacyLayoutHint } from './missing-object.js';
+import { isMissingTable, notMigratedError, olderInstallSchema, relationExists, type CatalogQuery } from './missing-object.js';
 import type { SqlExecutor, SqlResult, SqlValue } from './sql.js';
 import { IdleaseError } from '../errors.js';
 import { MAX_INT64, toBigInt } from '../ids.js';
-import { type Flavor, ownObject, ownObjectName, quoteIdent } from './detect.js';
+import { type Flavor, ownObject, ownObjectName, ownSchema, quoteIdent } from './detect.js';
 
 export interface SegmentTableRef {
   readonly schema: string | undefined;
@@ -109,24 +109,36 @@ export function segmentTarget(db: SqlExecutor, ref: SegmentTableRef): SegmentTar
 }
 
 /** Missing table → NOT_MIGRATED (what to run); anything else passes through for the caller's retry policy. */
-export function translateSegmentError(err: unknown, ref: SegmentTableRef, flavor: Flavor): unknown {
-  if (isMissingTable(err)) {
-    return new IdleaseError(
-      'NOT_MIGRATED',
-      `The segment table ${ownObjectName(flavor, ref.schema, ref.table)} does not exist. Run \`idlease migrate\` (or migrate(knex)) first.` +
-        legacyLayoutHint(flavor !== 'mysql' && ref.schema === undefined),
-      { cause: err },
-    );
-  }
-  return err;
+export async function translateSegmentError(err: unknown, ref: SegmentTableRef, flavor: Flavor, query?: CatalogQuery): Promise<unknown> {
+  if (!isMissingTable(err)) return err;
+  const schema = ownSchema(flavor, ref.schema);
+  const flags = [
+    ...(ref.schema !== undefined && flavor !== 'mysql' ? [`--schema ${ref.schema}`] : []),
+    ...(ref.table !== DEFAULT_TABLE ? [`--segments-table ${ref.table}`] : []),
+  ];
+  const options = [
+    ...(ref.schema !== undefined && flavor !== 'mysql' ? [`schema: '${ref.schema}'`] : []),
+    ...(ref.table !== DEFAULT_TABLE ? [`segments: { table: '${ref.table}' }`] : []),
+  ];
+  return notMigratedError({
+    what: `The segment table ${ownObjectName(flavor, ref.schema, ref.table)} does not exist.`,
+    call: `migrate(knex${options.length > 0 ? `, { ${options.join(', ')} }` : ''})`,
+    flags: flags.join(' '),
+    olderIn: query ? await olderInstallSchema(query, flavor !== 'mysql', ref.schema !== undefined, schema ?? '', ref.table) : undefined,
+    ownSchema: schema,
+    cause: err,
+  });
 }
+
+/** The same table name as migrations/segments.ts's default (dialects must not import migrations). */
+const DEFAULT_TABLE = 'idlease_segments';
 
 async function run(t: SegmentTarget, text: string, values: readonly SqlValue[], timeoutMs?: number): Promise<SqlResult> {
   try {
     const q = t.db.run(text, values);
     return await (timeoutMs ? withDeadline(q, timeoutMs) : q);
   } catch (err) {
-    throw translateSegmentError(err, t.ref, t.flavor);
+    throw await translateSegmentError(err, t.ref, t.flavor, async (sql, values) => (await t.db.run(sql, values)).rows as unknown[][]);
   }
 }
 
@@ -169,6 +181,19 @@ function toRow(r: readonly unknown[]): SegmentRow {
 export async function readSegmentRow(t: SegmentTarget, tag: string, timeoutMs?: number): Promise<SegmentRow | undefined> {
   const r = (await run(t, t.text.read, [tag], timeoutMs)).rows[0];
   return r ? toRow(r) : undefined;
+}
+
+/** Every row of a segment table; none when the table does not exist (a down migration's check). */
+export async function segmentRowsIfAny(db: SqlExecutor, ref: SegmentTableRef): Promise<SegmentRow[]> {
+  const t = segmentTarget(db, ref);
+  const query: CatalogQuery = async (sql, values) => (await db.run(sql, values)).rows as unknown[][];
+  if (!(await relationExists(query, db.flavor !== 'mysql', ownObject(db.flavor, ref.schema, ref.table)))) return [];
+  try {
+    return (await t.db.run(t.text.list, [])).rows.map(toRow);
+  } catch (err) {
+    if (isMissingTable(err)) return [];
+    throw err;
+  }
 }
 
 export async function listSegmentRows(t: SegmentTarget): Promise<SegmentRow[]> {

@@ -8,7 +8,7 @@
  * scheme: their draw inserts nothing and they learn it from the same OK packet.
  */
 import type { Knex } from 'knex';
-import { isMissingTable, legacyLayoutHint } from './missing-object.js';
+import { isMissingTable, knexCatalogQuery, notMigratedError, olderInstallSchema, relationExists } from './missing-object.js';
 import { type Flavor, ownObject, ownSchema, quoteIdent } from './detect.js';
 import { affectedRows, rowsOf } from './results.js';
 import { IdleaseError } from '../errors.js';
@@ -111,14 +111,42 @@ export function ticketsDdl(
 }
 
 
-function notMigrated(flavor: Flavor, ref: TicketRef, cause: unknown): IdleaseError {
-  return new IdleaseError(
-    'NOT_MIGRATED',
-    `The ticket objects for sequence "${ref.sequence}" are missing on this server${flavor === 'mysql' ? '' : ` (schema ${ownSchema(flavor, ref.schema)})`}. ` +
-      `Run: idlease migrate --tickets ${ref.sequence} (or migrate(knex, { tickets: { sequences: ['${ref.sequence}'] } })).` +
-      legacyLayoutHint(flavor !== 'mysql' && ref.schema === undefined),
-    { cause },
-  );
+/** The ticket objects of `ref` are missing on this server: NOT_MIGRATED naming the migrate that installs them. */
+async function notMigrated(knex: Knex, flavor: Flavor, ref: TicketRef, cause: unknown): Promise<IdleaseError> {
+  const explicitSchema = ref.schema !== undefined && flavor !== 'mysql';
+  const schema = ownSchema(flavor, ref.schema);
+  return notMigratedError({
+    what: `The ticket objects for sequence "${ref.sequence}" are missing on this server${flavor === 'mysql' ? '' : ` (schema ${schema})`}.`,
+    call: `migrate(knex, { ${explicitSchema ? `schema: '${ref.schema}', ` : ''}tickets: { sequences: ['${ref.sequence}'] } })`,
+    flags: `${explicitSchema ? `--schema ${ref.schema} ` : ''}--no-segments --tickets ${ref.sequence}`,
+    olderIn: await olderInstallSchema(
+      knexCatalogQuery(knex, flavor),
+      flavor !== 'mysql', ref.schema !== undefined, schema ?? '', flavor === 'mysql' ? ticketObjectName(ref.sequence) : SCHEME_TABLE,
+    ),
+    ownSchema: schema,
+    cause,
+  });
+}
+
+/**
+ * The last ticket this server's counter issued (MySQL: the tickets table's id; PostgreSQL: the
+ * sequence's last_value once called); undefined when none was, or the object is missing.
+ */
+export async function lastIssuedTicket(knex: Knex, flavor: Flavor, ref: TicketRef): Promise<bigint | undefined> {
+  const obj = ownObject(flavor, ref.schema, ticketObjectName(ref.sequence));
+  const query = knexCatalogQuery(knex, flavor);
+  if (!(await relationExists(query, flavor !== 'mysql', obj))) return undefined;
+  try {
+    if (flavor === 'mysql') {
+      const row = rowsOf(flavor, await knex.raw(`SELECT MAX(id) AS last FROM ${obj}`))[0];
+      return row?.last == null ? undefined : toBigInt(row.last, 'last id');
+    }
+    const row = rowsOf(flavor, await knex.raw(`SELECT last_value, is_called FROM ${obj}`))[0];
+    return row && (row.is_called === true || row.is_called === 't') ? toBigInt(row.last_value, 'last_value') : undefined;
+  } catch (err) {
+    if (isMissingTable(err)) return undefined;
+    throw err;
+  }
 }
 
 export async function readScheme(knex: Knex, flavor: Flavor, ref: TicketRef): Promise<TicketScheme> {
@@ -129,11 +157,11 @@ export async function readScheme(knex: Knex, flavor: Flavor, ref: TicketRef): Pr
       [ref.sequence],
     );
   } catch (err) {
-    if (isMissingTable(err)) throw notMigrated(flavor, ref, err);
+    if (isMissingTable(err)) throw await notMigrated(knex, flavor, ref, err);
     throw err;
   }
   const row = rowsOf(flavor, res)[0];
-  if (!row) throw notMigrated(flavor, ref, undefined);
+  if (!row) throw await notMigrated(knex, flavor, ref, undefined);
   return {
     generation: toBigInt(row.generation, 'generation'),
     increment: Number(row.increment_by),
@@ -452,7 +480,7 @@ export function postgresTicketSource(knex: Knex, flavor: Flavor, ref: TicketRef)
       try {
         res = await knex.raw(drawSql, [ref.sequence, generation.toString()]);
       } catch (err) {
-        if (isMissingTable(err)) throw notMigrated(flavor, ref, err);
+        if (isMissingTable(err)) throw await notMigrated(knex, flavor, ref, err);
         if ((err as { code?: string }).code === '2200H' || /reached maximum value of sequence/i.test(String((err as Error).message))) {
           throw new IdleaseError('EXHAUSTED', `The ticket sequence ${seq} reached its maximum (2^63-1); it never wraps. Move this sequence to a fresh range or retire the server.`, { cause: err });
         }
@@ -492,7 +520,7 @@ export async function fenceScheme(knex: Knex, flavor: Flavor, ref: TicketRef): P
     try {
       return await fenceIn(trx);
     } catch (err) {
-      throw isMissingTable(err) ? notMigrated(flavor, ref, err) : err;
+      throw isMissingTable(err) ? await notMigrated(knex, flavor, ref, err) : err;
     }
   });
 
@@ -506,7 +534,7 @@ export async function fenceScheme(knex: Knex, flavor: Flavor, ref: TicketRef): P
       [ref.sequence],
     );
     const changed = affectedRows(flavor, res);
-    if (changed !== 1) throw notMigrated(flavor, ref, undefined);
+    if (changed !== 1) throw await notMigrated(knex, flavor, ref, undefined);
     return readScheme(trx, flavor, ref);
   }
 }

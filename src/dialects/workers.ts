@@ -4,11 +4,11 @@
  * the database's clock (now()/NOW(3)): hosts disagree about the time, the database is one judge.
  */
 import type { Knex } from 'knex';
-import { IdleaseError } from '../errors.js';
+import { IdleaseError, isIdleaseError } from '../errors.js';
 import { toBigInt, toInt32 } from '../ids.js';
-import { type Flavor, ownObject, ownObjectName, quoteIdent } from './detect.js';
+import { type Flavor, ownObject, ownObjectName, ownSchema, quoteIdent } from './detect.js';
 import { retryConflicts } from './conflicts.js';
-import { isMissingTable, legacyLayoutHint } from './missing-object.js';
+import { isMissingTable, knexCatalogQuery, notMigratedError, olderInstallSchema, relationExists } from './missing-object.js';
 import { affectedRows, rowsOf } from './results.js';
 
 export interface WorkerTableRef {
@@ -91,23 +91,30 @@ export interface WorkerRow {
   readonly alive: boolean;
 }
 
-function translate(err: unknown, t: WorkerTarget): unknown {
-  if (isMissingTable(err)) {
-    return new IdleaseError(
-      'NOT_MIGRATED',
-      `The worker table ${ownObjectName(t.flavor, t.ref.schema, t.ref.table)} does not exist. Run \`idlease migrate --workers\` (or migrate(knex, { workers: true })) first.` +
-        legacyLayoutHint(t.flavor !== 'mysql' && t.ref.schema === undefined),
-      { cause: err },
-    );
-  }
-  return err;
+async function translate(err: unknown, knex: Knex, t: WorkerTarget): Promise<unknown> {
+  if (!isMissingTable(err)) return err;
+  const schema = ownSchema(t.flavor, t.ref.schema);
+  const explicitSchema = t.ref.schema !== undefined && t.flavor !== 'mysql';
+  const customTable = t.ref.table !== 'idlease_workers';
+  const options = [...(explicitSchema ? [`schema: '${t.ref.schema}'`] : []), `workers: ${customTable ? `{ table: '${t.ref.table}' }` : 'true'}`];
+  return notMigratedError({
+    what: `The worker table ${ownObjectName(t.flavor, t.ref.schema, t.ref.table)} does not exist.`,
+    call: `migrate(knex, { ${options.join(', ')} })`,
+    flags: [...(explicitSchema ? [`--schema ${t.ref.schema}`] : []), customTable ? `--workers-table ${t.ref.table}` : '--workers'].join(' '),
+    olderIn: await olderInstallSchema(
+      knexCatalogQuery(knex, t.flavor),
+      t.flavor !== 'mysql', t.ref.schema !== undefined, schema ?? '', t.ref.table,
+    ),
+    ownSchema: schema,
+    cause: err,
+  });
 }
 
 async function run(knex: Knex, t: WorkerTarget, sql: string, values: readonly Knex.RawBinding[]): Promise<unknown> {
   try {
     return await knex.raw(sql, values);
   } catch (err) {
-    throw translate(err, t);
+    throw await translate(err, knex, t);
   }
 }
 
@@ -199,6 +206,18 @@ export async function releaseWorkerId(knex: Knex, t: WorkerTarget, group: string
 }
 
 /** Rows of one group (or all groups), each with `alive` judged by the database's clock. */
+/** Leases not yet expired by the database's clock; none when the table does not exist (a down migration's check). */
+export async function liveWorkerLeases(knex: Knex, t: WorkerTarget): Promise<WorkerRow[]> {
+  const query = knexCatalogQuery(knex, t.flavor);
+  if (!(await relationExists(query, t.flavor !== 'mysql', table(t)))) return [];
+  try {
+    return (await listWorkerRows(knex, t)).filter((r) => r.alive);
+  } catch (err) {
+    if (isIdleaseError(err, 'NOT_MIGRATED')) return [];
+    throw err;
+  }
+}
+
 export async function listWorkerRows(knex: Knex, t: WorkerTarget, group?: string): Promise<WorkerRow[]> {
   const tb = table(t);
   const cols =

@@ -11,14 +11,17 @@ import type { IdleaseMigration } from './types.js';
  * installs, and the same builders run as in migrate() and `idlease migrate`. Objects a
  * flavor does not have (next_id() on MySQL) are a no-op there.
  */
-export function knexFileMigration(options: Omit<MigrateOptions, 'direction' | 'lockTimeoutMs' | 'migrationsTable'>): {
+export function knexFileMigration(options: Omit<MigrateOptions, 'direction' | 'lockTimeoutMs' | 'migrationsTable' | 'dropState'>): {
   up(knex: Knex): Promise<void>;
   down(knex: Knex): Promise<void>;
 } {
   const plan = (knex: Knex) => {
     const flavor = flavorOf(knex);
     const { nextId, ...rest } = options;
-    return planMigrations(flavor, { segments: false, ...rest, ...(flavor === 'mysql' ? {} : { nextId }) });
+    // A knex migration file takes no options: IDLEASE_DROP_STATE=1 in the environment of
+    // `knex migrate:down/rollback` is how its user says dropState.
+    const dropState = process.env.IDLEASE_DROP_STATE === '1';
+    return planMigrations(flavor, { segments: false, ...rest, dropState, ...(flavor === 'mysql' ? {} : { nextId }) });
   };
   return {
     async up(knex) {

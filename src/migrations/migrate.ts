@@ -3,6 +3,7 @@ import { DEFAULT_SCHEMA, flavorOf, isPostgres, type Flavor } from '../dialects/d
 import { currentSchema, relationsIn } from '../dialects/relocate.js';
 import { backoffMs } from '../backoff.js';
 import { IdleaseError } from '../errors.js';
+import { typedConnectionError } from '../dialects/connection-errors.js';
 import { validateIdentifier } from '../identifiers.js';
 import { nextIdMigrations, resolveNextIdOptions, type NextIdMigrateOptions } from './next-id.js';
 import { resolveSegmentsOptions, segmentsMigrations, type SegmentsMigrateOptions } from './segments.js';
@@ -34,6 +35,13 @@ export interface MigrateOptions {
   workers?: boolean | WorkersMigrateOptions;
   /** `'down'` rolls back the objects these options name. Default `'up'`. */
   direction?: 'up' | 'down';
+  /**
+   * Down only: also drop state that keeps IDs unique — segment rows that have handed out IDs
+   * (max_id > 0), ticket counters that have issued tickets, worker ids leased by running
+   * processes. Without it such a down migration refuses (MIGRATION_FAILED naming what would
+   * be lost) and drops nothing. Default false.
+   */
+  dropState?: boolean;
   /** How long to wait for another process's migration to finish. Default 60 000 ms. */
   lockTimeoutMs?: number;
 }
@@ -60,7 +68,7 @@ export function planMigrations(flavor: Flavor, options: MigrateOptions = {}): Pl
   if (options === null || typeof options !== 'object') {
     throw new IdleaseError('BAD_CONFIG', 'migrate(knex, options): options must be an object, e.g. { segments: true }.');
   }
-  const known = new Set(['schema', 'migrationsTable', 'segments', 'tickets', 'nextId', 'workers', 'direction', 'lockTimeoutMs']);
+  const known = new Set(['schema', 'migrationsTable', 'segments', 'tickets', 'nextId', 'workers', 'direction', 'lockTimeoutMs', 'dropState']);
   for (const key of Object.keys(options)) {
     if (!known.has(key)) {
       throw new IdleaseError('BAD_CONFIG', `migrate: unknown option ${JSON.stringify(key)}. Known options: ${[...known].join(', ')}.`);
@@ -74,13 +82,17 @@ export function planMigrations(flavor: Flavor, options: MigrateOptions = {}): Pl
   if (direction !== 'up' && direction !== 'down') {
     throw new IdleaseError('BAD_CONFIG', `direction must be 'up' or 'down', got ${JSON.stringify(direction)}.`);
   }
+  if (options.dropState !== undefined && typeof options.dropState !== 'boolean') {
+    throw new IdleaseError('BAD_CONFIG', `dropState must be true or false, got ${String(options.dropState)}.`);
+  }
+  const dropState = options.dropState ?? false;
   const lockTimeoutMs = options.lockTimeoutMs ?? 60_000;
   if (!Number.isInteger(lockTimeoutMs) || lockTimeoutMs < 0) {
     throw new IdleaseError('BAD_CONFIG', `lockTimeoutMs must be a non-negative integer (milliseconds), got ${String(lockTimeoutMs)}.`);
   }
   const migrations: IdleaseMigration[] = [];
   const segments = resolveSegmentsOptions(options.segments);
-  if (segments) migrations.push(...segmentsMigrations(flavor, schema, segments));
+  if (segments) migrations.push(...segmentsMigrations(flavor, schema, segments, dropState));
   const tickets = resolveTicketsOptions(options.tickets);
   const engine = typeof options.tickets === 'object' && options.tickets !== null ? options.tickets.engine : undefined;
   if (engine !== undefined && isPostgres(flavor)) {
@@ -91,9 +103,9 @@ export function planMigrations(flavor: Flavor, options: MigrateOptions = {}): Pl
       `tickets.engine (--tickets-engine ${engine}) applies to MySQL/MariaDB only; PostgreSQL ticket servers are sequences. Leave the option out on PostgreSQL/PGlite.`,
     );
   }
-  if (tickets) migrations.push(...ticketsMigrations(flavor, schema, tickets));
+  if (tickets) migrations.push(...ticketsMigrations(flavor, schema, tickets, dropState));
   const workers = resolveWorkersOptions(options.workers);
-  if (workers) migrations.push(...workersMigrations(flavor, schema, workers));
+  if (workers) migrations.push(...workersMigrations(flavor, schema, workers, dropState));
   const nextIds = resolveNextIdOptions(options.nextId);
   if (nextIds.length > 0 && !isPostgres(flavor)) {
     throw new IdleaseError('BAD_CONFIG', 'nextId (the next_id() function) is PostgreSQL-only; on MySQL/MariaDB use segments or tickets.');
@@ -164,11 +176,16 @@ export async function migrate(knex: Knex, options: MigrateOptions = {}): Promise
         const r = await relocateLegacyInstall(knex, { schema: plan.schema, migrationsTable: plan.migrationsTable, lockTimeoutMs: Math.max(1, deadline - Date.now()) });
         relocation ??= r;
       }
+      if (plan.direction === 'up') for (const m of plan.migrations) await m.refuseUp?.(knex);
       const applied = plan.direction === 'up' ? await up(knex, config) : await down(knex, config, plan);
       const moved = relocation ? relocation.moved.map((n) => Object.freeze({ from: `${relocation!.from}.${n}`, to: `${relocation!.to}.${n}` })) : [];
       return Object.freeze({ applied: Object.freeze(applied), moved: Object.freeze(moved), direction: plan.direction });
     } catch (err) {
       if (!isRetryableRace(err)) {
+        // A refusal that names its own fix, a database that cannot be reached or a wrong
+        // password is not a broken migration: keep its code (and its retry hint).
+        const typed = typedConnectionError(err);
+        if (typed instanceof IdleaseError) throw typed;
         throw new IdleaseError('MIGRATION_FAILED', `idlease migrate (${plan.direction}) failed: ${(err as Error).message}`, { cause: err });
       }
       if (Date.now() >= deadline) {
@@ -192,6 +209,8 @@ async function up(knex: Knex, config: Knex.MigratorConfig): Promise<string[]> {
 async function down(knex: Knex, config: Knex.MigratorConfig, plan: Plan): Promise<string[]> {
   const [completed] = (await knex.migrate.list(config)) as [Array<{ name: string } | string>, unknown[]];
   const done = new Set(completed.map((c) => (typeof c === 'string' ? c : c.name)));
+  // Every refusal before any drop: a rollback of several objects either drops all or none.
+  for (const m of plan.migrations) if (done.has(m.name)) await m.refuseDown?.(knex);
   const reverted: string[] = [];
   for (const m of [...plan.migrations].reverse()) {
     if (!done.has(m.name)) continue;

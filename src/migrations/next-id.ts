@@ -115,11 +115,10 @@ async function refuseOrDropDependents(knex: Knex, opts: ResolvedNextId): Promise
   const dependents = await nextIdDependents(knex, opts.schema);
   if (dependents.length === 0) return;
   if (!opts.dropDependentDefaults) {
-    throw new IdleaseError(
-      'MIGRATION_FAILED',
-      `${opts.schema}.next_id() is still the DEFAULT of ${dependents.map((d) => `${d.table}.${d.column}`).join(', ')}. ` +
-        'Drop or change those defaults first, or pass dropDependentDefaults: true (CLI: --drop-dependent-defaults) to drop them with it.',
-    );
+    const what = `${opts.schema}.next_id() is still the DEFAULT of ${dependents.map((d) => `${d.table}.${d.column}`).join(', ')}. Drop or change those defaults first, `;
+    throw new IdleaseError('MIGRATION_FAILED', `${what}or pass dropDependentDefaults: true (CLI: --drop-dependent-defaults) to drop them with it.`, {
+      cli: { message: `${what}or rerun with --drop-dependent-defaults to drop them with it.` },
+    });
   }
   await dropNextIdDefaults(knex, dependents);
 }

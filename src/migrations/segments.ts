@@ -1,7 +1,9 @@
-import type { Flavor } from '../dialects/detect.js';
-import { segmentTableDdl } from '../dialects/segments.js';
+import type { Knex } from 'knex';
+import { ownObjectName, type Flavor } from '../dialects/detect.js';
+import { segmentRowsIfAny, segmentTableDdl } from '../dialects/segments.js';
+import { knexExecutor } from '../drivers/knex.js';
 import { validateIdentifier } from '../identifiers.js';
-import { runAll, type IdleaseMigration } from './types.js';
+import { runAll, someOf, stateLossError, type IdleaseMigration } from './types.js';
 
 export const DEFAULT_SEGMENT_TABLE = 'idlease_segments';
 
@@ -20,13 +22,28 @@ export function resolveSegmentsOptions(input: boolean | SegmentsMigrateOptions |
   return Object.freeze({ table: validateIdentifier(opts.table ?? DEFAULT_SEGMENT_TABLE, 'segments.table') });
 }
 
-export function segmentsMigrations(flavor: Flavor, schema: string | undefined, opts: ResolvedSegments): IdleaseMigration[] {
-  const ddl = segmentTableDdl(flavor, { schema, table: opts.table });
+export function segmentsMigrations(flavor: Flavor, schema: string | undefined, opts: ResolvedSegments, dropState = false): IdleaseMigration[] {
+  const ref = { schema, table: opts.table };
+  const ddl = segmentTableDdl(flavor, ref);
+  // Rows with max_id > 0 have leased IDs: a fresh table would lease them again.
+  const refuseDown = async (knex: Knex): Promise<void> => {
+    if (dropState) return;
+    const issued = (await segmentRowsIfAny(knexExecutor(knex), ref)).filter((r) => r.maxId > 0n);
+    if (issued.length === 0) return;
+    throw stateLossError(
+      `the segment table ${ownObjectName(flavor, schema, opts.table)}`,
+      `${issued.length} tag(s) have handed out IDs (${someOf(issued.map((r) => `${r.tag} max_id ${r.maxId}`))})`,
+    );
+  };
   return [
     {
       name: `segments:${opts.table}`,
       up: (knex) => runAll(knex, ddl.up),
-      down: (knex) => runAll(knex, ddl.down),
+      refuseDown,
+      down: async (knex) => {
+        await refuseDown(knex);
+        await runAll(knex, ddl.down);
+      },
     },
   ];
 }

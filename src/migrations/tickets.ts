@@ -1,8 +1,9 @@
-import type { Flavor } from '../dialects/detect.js';
-import { ticketsDdl, type TicketEngine } from '../dialects/tickets.js';
-import { IdleaseError } from '../errors.js';
+import type { Knex } from 'knex';
+import { ownObjectName, type Flavor } from '../dialects/detect.js';
+import { lastIssuedTicket, readScheme, ticketObjectName, ticketsDdl, type TicketEngine } from '../dialects/tickets.js';
+import { IdleaseError, isIdleaseError } from '../errors.js';
 import { validateIdentifier } from '../identifiers.js';
-import { runAll, type IdleaseMigration } from './types.js';
+import { runAll, someOf, stateLossError, type IdleaseMigration } from './types.js';
 
 export interface TicketsMigrateOptions {
   /** Sequence names; one tickets table (MySQL) or sequence (Postgres) each. Default ['default']. */
@@ -27,6 +28,8 @@ export interface ResolvedTickets {
   readonly engine: TicketEngine;
   readonly increment: number;
   readonly offset: number;
+  /** Whether the caller named increment or offset (then an installed scheme must match them). */
+  readonly pairGiven: boolean;
 }
 
 export function resolveTicketsOptions(input: boolean | TicketsMigrateOptions | undefined): ResolvedTickets | undefined {
@@ -54,6 +57,7 @@ export function resolveTicketsOptions(input: boolean | TicketsMigrateOptions | u
     engine,
     increment,
     offset,
+    pairGiven: opts.increment !== undefined || opts.offset !== undefined,
   });
 }
 
@@ -65,16 +69,48 @@ export function validateSequenceName(value: unknown, option: string): string {
   return name;
 }
 
-export function ticketsMigrations(flavor: Flavor, schema: string | undefined, opts: ResolvedTickets): IdleaseMigration[] {
+export function ticketsMigrations(flavor: Flavor, schema: string | undefined, opts: ResolvedTickets, dropState = false): IdleaseMigration[] {
   return opts.sequences.map((sequence) => {
-    const ddl = ticketsDdl(flavor, { schema, sequence }, { engine: opts.engine, increment: opts.increment, offset: opts.offset });
+    const ref = { schema, sequence };
+    const ddl = ticketsDdl(flavor, ref, { engine: opts.engine, increment: opts.increment, offset: opts.offset });
+    // A counter that has issued tickets: a fresh one would issue them again.
+    const refuseDown = async (knex: Knex): Promise<void> => {
+      if (dropState) return;
+      const last = await lastIssuedTicket(knex, flavor, ref);
+      if (last === undefined) return;
+      throw stateLossError(
+        `the ticket ${flavor === 'mysql' ? 'table' : 'sequence'} ${ownObjectName(flavor, schema, ticketObjectName(sequence))}`,
+        `its counter has issued tickets up to ${last}`,
+      );
+    };
     return {
       name: `tickets:${sequence}`,
       up: async (knex) => {
         await runAll(knex, ddl.up);
         await ddl.seed(knex);
       },
+      refuseDown,
+      // Migrating again never moves an installed scheme: with a pair named that differs from it,
+      // "nothing to do" would let the user believe the server now serves the new pair.
+      refuseUp: async (knex) => {
+        if (!opts.pairGiven) return;
+        let scheme;
+        try {
+          scheme = await readScheme(knex, flavor, ref);
+        } catch (err) {
+          if (isIdleaseError(err, 'NOT_MIGRATED')) return;
+          throw err;
+        }
+        if (scheme.increment === opts.increment && scheme.offset === opts.offset) return;
+        const is = `Ticket sequence "${sequence}" on this server already serves offset ${scheme.offset} of increment ${scheme.increment} (its scheme row), not ${opts.offset} of ${opts.increment}; migrate does not change an installed pair.`;
+        throw new IdleaseError(
+          'BAD_CONFIG',
+          `${is} To give the servers a new increment and offsets use reshardTickets() (CLI: idlease tickets reshard), which starts above the global maximum; or leave increment/offset out.`,
+          { cli: { message: `${is} To give the servers a new increment and offsets run \`idlease tickets reshard --server … --server …\` (it starts above the global maximum); or leave --tickets-increment/--tickets-offset out.` } },
+        );
+      },
       down: async (knex) => {
+        await refuseDown(knex);
         await runAll(knex, ddl.down);
         await ddl.unseed(knex);
       },

@@ -1,6 +1,7 @@
 /** Operator repairs for an installed next_id(); SQL in dialects/next-id.ts. */
 import type { Knex } from 'knex';
 import { flavorOf, isPostgres } from '../dialects/detect.js';
+import { typedConnectionErrors } from '../dialects/connection-errors.js';
 import { bumpNextIdSequence, type NextIdBumpResult } from '../dialects/next-id.js';
 import { IdleaseError } from '../errors.js';
 import { validateIdentifier } from '../identifiers.js';
@@ -33,5 +34,5 @@ export async function bumpNextId(knex: Knex, options: BumpNextIdOptions): Promis
   if (!Number.isSafeInteger(ahead) || ahead < 0 || ahead > MAX_AHEAD_MS) {
     throw new IdleaseError('BAD_ARGUMENT', `aheadMs must be an integer from 0 to ${MAX_AHEAD_MS} (a day), got ${String(ahead)}. Use the largest burst lead you expect (docs/failover.md); CLI: --ahead-ms <ms>.`);
   }
-  return bumpNextIdSequence(knex, schema, ahead);
+  return typedConnectionErrors(() => bumpNextIdSequence(knex, schema, ahead));
 }

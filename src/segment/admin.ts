@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import { insertSegmentRow, listSegmentRows, raiseSegmentRows, readSegmentRow, segmentTarget, updateSegmentStep, type SegmentRow } from '../dialects/segments.js';
+import { typedConnectionErrors } from '../dialects/connection-errors.js';
 import { knexExecutor } from '../drivers/index.js';
 import { IdleaseError } from '../errors.js';
 import { MAX_INT64, unsafeNumberError } from '../ids.js';
@@ -25,9 +26,14 @@ export interface AddTagOptions extends TagTableOptions {
   description?: string;
 }
 
-/** Tag admin is SQL-only (a Knex instance): it lists and bulk-raises rows, which a store of one tag's operations does not offer. */
+/**
+ * Tag admin is SQL-only (a Knex instance): it lists and bulk-raises rows, which a store of one
+ * tag's operations does not offer. One call, no retry: a connection failure is rethrown typed
+ * (BAD_CONFIG for a wrong password/database/host, DB_UNAVAILABLE for a server away).
+ */
 function target(knex: Knex, o: TagTableOptions) {
-  return segmentTarget(knexExecutor(knex), {
+  const db = knexExecutor(knex);
+  return segmentTarget({ flavor: db.flavor, run: (text, values) => typedConnectionErrors(() => db.run(text, values)) }, {
     table: validateIdentifier(o.table ?? DEFAULT_SEGMENT_TABLE, 'table'),
     schema: o.schema === undefined ? undefined : validateIdentifier(o.schema, 'schema'),
   });

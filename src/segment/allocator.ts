@@ -216,26 +216,32 @@ class SegmentAllocatorImpl implements SegmentAllocator {
     if (isHead && held) this.reclaim(held);
     this.cursor = this.waiters.serve(this.cursor, this.limit);
     const cause = this.lastError;
-    const waited = `No segment for tag ${JSON.stringify(this.tag)} within ${this.options.waitTimeoutMs} ms (waitTimeoutMs): memory is used up and `;
+    const waited = (within: string) => `No segment for tag ${JSON.stringify(this.tag)} within ${within}: memory is used up and `;
+    const lib = waited(`${this.options.waitTimeoutMs} ms (waitTimeoutMs)`);
+    // For the CLI: one run, no allocator that lives on; what it can do is rerun, or wait longer.
+    const cli = (why: string) => ({ message: `${waited(`${this.options.waitTimeoutMs / 1000} s`)}${why} Then rerun (--wait <seconds> waits longer).` });
     let err: IdleaseError;
     if (!this.leasing) {
-      err = new IdleaseError('INVARIANT', `${waited}no lease was in flight — an allocator bug, please report it; the allocator starts a lease now.`);
+      err = new IdleaseError('INVARIANT', `${lib}no lease was in flight — an allocator bug, please report it; the allocator starts a lease now.`);
       this.ensureLease();
     } else if (cause !== undefined) {
       const problem = connectionProblem(cause);
+      const last = `the lease keeps failing; last database error: ${(cause as Error)?.message ?? String(cause)}.`;
+      const check = problem === undefined || problem === 'unreachable' ? 'Check that the database is reachable.' : `That is ${describeConnectionProblem(problem)}.`;
       err = new IdleaseError(
         'DB_UNAVAILABLE',
-        `${waited}the lease keeps failing; last database error: ${(cause as Error)?.message ?? String(cause)}. ` +
+        `${lib}${last} ` +
           (problem === undefined || problem === 'unreachable'
             ? 'Check that the database is reachable; the allocator keeps retrying and recovers by itself.'
             : `That is ${describeConnectionProblem(problem)}. The allocator keeps retrying (credentials may be rotated) and recovers once it is fixed.`),
-        { cause },
+        { cause, cli: cli(`${last} ${check}`) },
       );
     } else {
+      const sent = `the lease sent ${Date.now() - this.leaseStartedAt} ms ago has not answered (no database error seen yet).`;
       err = new IdleaseError(
         'DB_UNAVAILABLE',
-        `${waited}the lease sent ${Date.now() - this.leaseStartedAt} ms ago has not answered (no database error seen yet). ` +
-          'Check that the database is reachable and not blocked on a lock; the allocator keeps waiting and recovers by itself.',
+        `${lib}${sent} Check that the database is reachable and not blocked on a lock; the allocator keeps waiting and recovers by itself.`,
+        { cli: cli(`${sent} Check that the database is reachable and not blocked on a lock.`) },
       );
     }
     this.emit({ type: 'timeout', tag: this.tag, error: err });
@@ -422,10 +428,13 @@ class SegmentAllocatorImpl implements SegmentAllocator {
   }
 
   private unknownTag(): IdleaseError {
+    const what = `Tag ${JSON.stringify(this.tag)} has no row in ${this.options.table}.`;
+    const flags = `${this.options.schema !== undefined ? ` --schema ${this.options.schema}` : ''}${this.options.table !== 'idlease_segments' ? ` --table ${this.options.table}` : ''}`;
     return new IdleaseError(
       'UNKNOWN_TAG',
-      `Tag ${JSON.stringify(this.tag)} has no row in ${this.options.table}. Add it: \`idlease tag add ${this.tag}\` (or addTag(knex, { tag: ${JSON.stringify(this.tag)} })), ` +
+      `${what} Add it: \`idlease tag add ${this.tag}\` (or addTag(knex, { tag: ${JSON.stringify(this.tag)} })), ` +
         'or pass create: { start, step } to createSegmentAllocator.',
+      { cli: { message: `${what} Add it: \`{idlease} tag add ${this.tag}${flags}\`, or pass --create (with --start/--step) to add it here.` } },
     );
   }
 

@@ -342,7 +342,7 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
     socket.end(`HTTP/1.1 ${status} ${reason}\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
   });
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    server.once('error', (err) => reject(listenError(err as NodeJS.ErrnoException, o.host, o.port)));
     server.listen(o.port, o.host, () => resolve());
   });
   const address = server.address() as AddressInfo;
@@ -363,4 +363,20 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
       await Promise.all([...allocators.values()].map((a) => a.close()).concat(sf ? [sf.then((a) => a?.close())] : []));
     },
   };
+}
+
+/**
+ * Why the server could not listen, as the setup problem it is (BAD_CONFIG): the port is taken,
+ * needs privileges, or the host is not an address of this machine. Anything else stays as it is.
+ */
+function listenError(err: NodeJS.ErrnoException, host: string, port: number): unknown {
+  const at = `${host}:${port}`;
+  const why: Record<string, string> = {
+    EADDRINUSE: `${at} is already in use: stop what listens there, or pick another port (--port; 0 picks a free one)`,
+    EACCES: `listening on ${at} needs privileges this process does not have: pick a port above 1023 (--port)`,
+    EADDRNOTAVAIL: `${host} is not an address of this machine: pick one it has (--host), e.g. 127.0.0.1 or 0.0.0.0`,
+    ENOTFOUND: `${host} does not resolve: pick an address of this machine (--host), e.g. 127.0.0.1 or 0.0.0.0`,
+  };
+  const text = err.code === undefined ? undefined : why[err.code];
+  return text === undefined ? err : new IdleaseError('BAD_CONFIG', `cannot listen: ${text} (${err.message}).`, { cause: err });
 }

@@ -217,15 +217,16 @@ class SnowflakeAllocatorImpl implements SnowflakeAllocator {
         'CLOCK_BACKWARDS',
         `The wall clock stayed more than maxLeadMs (${this.options.maxLeadMs} ms) behind the last issued time for ${this.options.waitTimeoutMs} ms ` +
           `(clock stepped back, or a burst beyond ${this.maxSequence + 1} IDs per ${this.layout.timeUnitMs} ms). It recovers when the clock catches up; raise maxLeadMs to borrow further.`,
+        { cli: { message: `The wall clock stayed behind the last issued time of this worker id for ${this.options.waitTimeoutMs / 1000} s (the clock stepped back). Rerun once the clock has caught up (--wait <seconds> waits longer).` } },
       );
     }
     if (isIdleaseError(this.lastProblem, 'NO_WORKER_ID')) return this.lastProblem;
-    return new IdleaseError(
-      'DB_UNAVAILABLE',
-      `No valid worker-id lease for group ${JSON.stringify(this.group)} within ${this.options.waitTimeoutMs} ms: the database did not confirm a claim or renewal in time` +
-        `${this.lastProblem ? ` (last error: ${(this.lastProblem as Error).message})` : ''}. It recovers by itself once the database answers.`,
-      { cause: this.lastProblem },
-    );
+    const what = `No valid worker-id lease for group ${JSON.stringify(this.group)} within WAITED: the database did not confirm a claim or renewal in time` +
+      `${this.lastProblem ? ` (last error: ${(this.lastProblem as Error).message})` : ''}.`;
+    return new IdleaseError('DB_UNAVAILABLE', `${what.replace('WAITED', `${this.options.waitTimeoutMs} ms`)} It recovers by itself once the database answers.`, {
+      cause: this.lastProblem,
+      cli: { message: `${what.replace('WAITED', `${this.options.waitTimeoutMs / 1000} s`)} Check that the database is reachable, then rerun (--wait <seconds> waits longer).` },
+    });
   }
 
   private async loop(): Promise<void> {

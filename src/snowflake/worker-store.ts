@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Knex } from 'knex';
+import { typedConnectionErrors } from '../dialects/connection-errors.js';
 import { flavorOf } from '../dialects/detect.js';
 import {
   claimWorkerId, listWorkerRows, releaseWorkerId, renewWorkerId,
@@ -35,6 +36,7 @@ export function createKnexWorkerIdStore(knex: Knex, ref: WorkerTableRef): Worker
     claim: (group: string, maxWorkerId: number, holder: WorkerHolder, ttlMs: number) => claimWorkerId(knex, t, group, maxWorkerId, holder, ttlMs),
     renew: (group: string, workerId: number, token: string, ttlMs: number, maxTimeMs: bigint) => renewWorkerId(knex, t, group, workerId, token, ttlMs, maxTimeMs),
     release: (group: string, workerId: number, token: string, usedMaxTimeMs: bigint) => releaseWorkerId(knex, t, group, workerId, token, usedMaxTimeMs),
-    list: (group?: string) => listWorkerRows(knex, t, group),
+    // An admin read (workers list): one call, connection failures typed; claim/renew stay raw for the allocator's retry.
+    list: (group?: string) => typedConnectionErrors(() => listWorkerRows(knex, t, group)),
   });
 }

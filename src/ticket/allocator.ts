@@ -198,8 +198,14 @@ function isSetupError(err: unknown): boolean {
   return isIdleaseError(err, 'BAD_CONFIG') || isIdleaseError(err, 'NOT_MIGRATED');
 }
 
-function withServerName(err: IdleaseError, name: string): IdleaseError {
-  return new IdleaseError(err.code, `${name}: ${err.message}`, { cause: err.cause ?? err });
+/**
+ * The error of one server, named. A hint's command must reach that server (cli.url) and, in a
+ * set of several, install its own offset of the increment.
+ */
+function withServerName(err: IdleaseError, name: string, pair?: { offset: number; increment: number }): IdleaseError {
+  const placed = pair !== undefined && pair.increment > 1 ? ` --tickets-increment ${pair.increment} --tickets-offset ${pair.offset}` : '';
+  const cli = err.cli ? { message: `${name}: ${err.cli.message.replace(/(--tickets [^\s`]+)/, `$1${placed}`)}`, url: err.cli.url ?? name } : undefined;
+  return new IdleaseError(err.code, `${name}: ${err.message}`, { cause: err.cause ?? err, ...(cli ? { cli } : {}) });
 }
 
 export function createTicketAllocator(options: TicketAllocatorOptions): TicketAllocator {
@@ -346,7 +352,7 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
       scheme = await within(s.source.readScheme(), statementTimeoutMs, s.name);
     } catch (err) {
       // A server without the ticket objects will not grow them by waiting: report it now.
-      if (isIdleaseError(err, 'NOT_MIGRATED')) s.configError = withServerName(err, s.name);
+      if (isIdleaseError(err, 'NOT_MIGRATED')) s.configError = withServerName(err, s.name, { offset: s.configuredOffset, increment });
       throw err;
     }
     if (!scheme.open) throw new Error(`${s.name}: a reshard is in progress (scheme closed); retrying`);
@@ -402,7 +408,7 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
           continue;
         }
         if (isLockConflict(err)) return { failed: err }; // alive but contended: try another server
-        if (isIdleaseError(err, 'NOT_MIGRATED')) s.configError = withServerName(err, s.name);
+        if (isIdleaseError(err, 'NOT_MIGRATED')) s.configError = withServerName(err, s.name, { offset: s.configuredOffset, increment });
         const refused = isSetupError(err) || isIdleaseError(err, 'EXHAUSTED');
         markDown(s, err, refused ? 'refused' : 'down');
         return { failed: err };
@@ -450,11 +456,11 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
     const refusal = [...causes].reverse().find((e) => isIdleaseError(e, 'INVARIANT') || isIdleaseError(e, 'EXHAUSTED'));
     if (refusal && servers.every((s) => s.health === 'refused')) throw refusal;
     const last = causes.at(-1);
+    const why = servers.map((s) => `${s.name}: ${s.health}${s.lastError ? ` — ${s.lastError}` : ''}`).join('; ');
     const err = new IdleaseError(
       'DB_UNAVAILABLE',
-      `No ticket server produced an ID within ${timeoutMs} ms (${servers.map((s) => `${s.name}: ${s.health}${s.lastError ? ` — ${s.lastError}` : ''}`).join('; ')}). ` +
-        'Check the servers (idlease tickets status) or raise timeoutMs.',
-      { cause: last },
+      `No ticket server produced an ID within ${timeoutMs} ms (${why}). Check the servers (idlease tickets status) or raise timeoutMs.`,
+      { cause: last, cli: { message: `No ticket server produced an ID within ${timeoutMs / 1000} s (${why}). Check the servers (idlease tickets status with the same --server flags), then rerun (--wait <seconds> waits longer).` } },
     );
     timeouts++;
     emit({ type: 'timeout', error: err });

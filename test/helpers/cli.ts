@@ -1,5 +1,6 @@
 /** Run the idlease CLI from source as a real OS process (no build needed). */
 import { spawn } from 'node:child_process';
+import { createServer } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
@@ -32,4 +33,20 @@ export function runCli(args: string[], options: { cwd?: string; env?: NodeJS.Pro
       resolve({ code, stdout, stderr });
     });
   });
+}
+
+/** A port on 127.0.0.1 that nothing listens on (taken from the OS, then released). */
+export async function closedPort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const port = (srv.address() as { port: number }).port;
+  await new Promise((r) => srv.close(r));
+  return port;
+}
+
+/** A URL with one part changed (the password, the database …). */
+export function withUrl(base: string, change: (u: URL) => void): string {
+  const u = new URL(base);
+  change(u);
+  return u.toString();
 }

@@ -10,29 +10,16 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { createTestDb, type TestDb } from '../helpers/db.js';
-import { REPO_ROOT, runCli, type CliResult } from '../helpers/cli.js';
+import { closedPort, REPO_ROOT, runCli, withUrl, type CliResult } from '../helpers/cli.js';
 import { exitCodeOf } from '../../src/cli/main.js';
 import { createTicketAllocator } from '../../src/ticket/allocator.js';
+import { migrate } from '../../src/migrations/migrate.js';
 import { ERROR_CATEGORIES, IdleaseError, type IdleaseErrorCode } from '../../src/errors.js';
 
 function expectOneLine(res: CliResult, code: string, exit: number): void {
   expect(res.stderr, res.stderr).toMatch(new RegExp(`^idlease: ${code}: [^\\n]+\\n$`));
   expect(res.code, res.stderr).toBe(exit);
   expect(res.stdout).toBe('');
-}
-
-function withUrl(base: string, change: (u: URL) => void): string {
-  const u = new URL(base);
-  change(u);
-  return u.toString();
-}
-
-async function closedPort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise((r) => srv.close(r));
-  return port;
 }
 
 describe('CLI errors: one line, the right code, at once', () => {
@@ -109,7 +96,8 @@ describe('CLI errors: one line, the right code, at once', () => {
     for (const db of [my, pg]) {
       const next = await runCli(['tickets', 'next', '--server', db.url], { cwd: dir });
       expectOneLine(next, 'NOT_MIGRATED', 2);
-      expect(next.stderr).toContain('idlease migrate --tickets default');
+      // The hint runs against that server, as printed.
+      expect(next.stderr).toContain(`\`idlease --url ${db.url} migrate --no-segments --tickets default\``);
       const status = await runCli(['--json', 'tickets', 'status', '--server', db.url], { cwd: dir });
       expect(status.code, status.stderr).toBe(0);
       expect((JSON.parse(status.stdout) as { servers: Array<{ health: string; error: string }> }).servers[0]).toMatchObject({ health: 'refused', error: expect.stringContaining('missing') });
@@ -166,5 +154,54 @@ describe('CLI errors: one line, the right code, at once', () => {
     const down = await runCli(['--url', pg.url, 'migrate', '--down', '--no-segments', '--next-id'], { cwd: dir });
     expectOneLine(down, 'MIGRATION_FAILED', 2);
     expect(down.stderr).toContain('uses_next_id.id');
+    expect(down.stderr).toContain('rerun with --drop-dependent-defaults');
+    expect(down.stderr).not.toContain('dropDependentDefaults');
+  });
+
+  it('real processes: a closed port is DB_UNAVAILABLE exit 1 for tag list, workers list and migrate; serve on a busy port is BAD_CONFIG exit 2; tickets status with every server down exits 1', async () => {
+    const url = `postgres://postgres@127.0.0.1:${await closedPort()}/x`;
+    await migrate(my.knex); // serve needs the segment table on a server
+    const busy = createServer();
+    await new Promise<void>((r) => busy.listen(0, '127.0.0.1', r));
+    try {
+      const port = (busy.address() as { port: number }).port;
+      const [list, workers, mig, serve, status] = await Promise.all([
+        runCli(['--url', url, 'tag', 'list'], { cwd: dir }),
+        runCli(['--url', url, 'workers', 'list'], { cwd: dir }),
+        runCli(['--url', url, 'migrate'], { cwd: dir }),
+        runCli(['--url', my.url, 'serve', '--port', String(port)], { cwd: dir, timeoutMs: 30_000 }),
+        runCli(['tickets', 'status', '--server', url], { cwd: dir }),
+      ]);
+      for (const res of [list, workers, mig, status]) {
+        expectOneLine(res, 'DB_UNAVAILABLE', 1);
+        expect(res.stderr).not.toContain('report it');
+      }
+      expect(mig.stderr).toContain('--wait');
+      expectOneLine(serve, 'BAD_CONFIG', 2);
+      expect(serve.stderr).toContain('already in use');
+    } finally {
+      busy.close();
+    }
+  });
+
+  it('a hint names the database the way the user did: $IDLEASE_URL is said, not inlined; an older install is named only where one is found', async () => {
+    const scratch = await createTestDb('postgres', 'cli_err_hint');
+    try {
+      const fromEnv = await runCli(['next', 'order'], { cwd: dir, env: { IDLEASE_URL: scratch.url } });
+      expectOneLine(fromEnv, 'NOT_MIGRATED', 2);
+      expect(fromEnv.stderr).toContain('Run `idlease migrate` first.');
+      expect(fromEnv.stderr).toContain('$IDLEASE_URL');
+      expect(fromEnv.stderr).not.toContain(scratch.url);
+      expect(fromEnv.stderr).not.toMatch(/older idlease/);
+      // An install an older idlease left in public: now, and only now, the sentence appears.
+      await scratch.knex.raw('CREATE TABLE public.idlease_segments (tag varchar(128) PRIMARY KEY, max_id bigint NOT NULL)');
+      const older = await runCli(['--url', scratch.url, 'next', 'order'], { cwd: dir });
+      expectOneLine(older, 'NOT_MIGRATED', 2);
+      expect(older.stderr).toContain(`\`idlease --url ${scratch.url} migrate\` first. An older idlease installed it in schema public`);
+      expect(older.stderr).toContain('--schema public');
+    } finally {
+      await scratch.drop();
+    }
   });
 });
+

@@ -69,7 +69,7 @@ describe('a PGlite directory is opened by one process at a time', () => {
     expect(JSON.parse(fresh.stdout)).toEqual({ tag: 'invoice', ids: ['1', '2'] });
     const wrongTable = await runCli(['--url', url, 'next', 'order', '--table', 'other_segments'], { cwd: root });
     expect(expectOneLine(wrongTable, 'DB_LOCKED', 1)).toContain('--table idlease_segments');
-    const admin = await runCli(['--url', url, '--lock-wait', '300', 'tag', 'list'], { cwd: root });
+    const admin = await runCli(['--url', url, '--lock-wait', '0.3', 'tag', 'list'], { cwd: root });
     const line = expectOneLine(admin, 'DB_LOCKED', 1);
     expect(line).toContain(serve.url);
     expect(line).toContain(`kill -TERM ${serve.child.pid}`);

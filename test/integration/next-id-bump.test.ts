@@ -38,7 +38,8 @@ describe.each<TestFlavor>(['postgres', 'pglite'])('bumpNextId on %s', (flavor) =
   it('refuses a schema without next_id() and an out-of-range margin, with the fix', async () => {
     const missing = await bumpNextId(db.knex, { schema: 'nothing_here', aheadMs: 10 }).catch((e: unknown) => e);
     expect(isIdleaseError(missing, 'NOT_MIGRATED')).toBe(true);
-    expect((missing as Error).message).toContain('idlease migrate --next-id --next-id-schema nothing_here');
+    expect((missing as Error).message).toContain('idlease migrate --no-segments --next-id --next-id-schema nothing_here');
+    expect((missing as Error).message).toContain("migrate(knex, { segments: false, nextId: { schema: 'nothing_here' } })");
     for (const aheadMs of [-1, 1.5, 86_400_001]) {
       const bad = await bumpNextId(db.knex, { schema: 'nb', aheadMs }).catch((e: unknown) => e);
       expect(isIdleaseError(bad, 'BAD_ARGUMENT')).toBe(true);

@@ -150,7 +150,7 @@ describe('idlease next / tag (CLI, real processes)', () => {
   it('on a fresh checkout the embedded default (PGlite) creates the database, migrates, adds the tag and continues on the next run', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'idlease-cli-'));
     try {
-      const env = { IDLEASE_URL: '' };
+      const env = { IDLEASE_URL: undefined };
       const one = await runCli(['next', 'order', '-n', '5'], { cwd: dir, env });
       expect(one.stderr).toBe('');
       expect(one.code).toBe(0);
@@ -171,7 +171,7 @@ describe('idlease next / tag (CLI, real processes)', () => {
       const url = ['--url', db.url];
       const missing = await runCli([...url, 'next', 'order']);
       expect(missing.code).toBe(2);
-      expect(missing.stderr).toContain('idlease tag add order');
+      expect(missing.stderr).toContain(`idlease --url ${db.url} tag add order`);
       expect((await runCli([...url, 'tag', 'add', 'order', '--start', '9007199254740993', '--step', '50'])).code).toBe(0);
       const got = await runCli([...url, 'next', 'order', '-n', '2']);
       expect(got.stdout.trim().split('\n')).toEqual(['9007199254740993', '9007199254740994']);

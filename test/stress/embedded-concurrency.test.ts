@@ -31,7 +31,7 @@ interface Outcome {
 }
 
 function run(name: string, kind: Kind, args: string[], cwd: string, control?: (child: ReturnType<typeof spawn>, stdout: () => string) => Promise<NodeJS.Signals | undefined>): Promise<Outcome> {
-  const argv = kind === 'lib' ? [LIB, ...args] : [BIN, '--lock-wait', String(LOCK_WAIT_MS), ...args];
+  const argv = kind === 'lib' ? [LIB, ...args] : [BIN, '--lock-wait', String(LOCK_WAIT_MS / 1000), ...args];
   const child = spawn(process.execPath, ['--import', TSX_LOADER, ...argv], { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
