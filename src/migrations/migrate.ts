@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { DEFAULT_SCHEMA, flavorOf, isPostgres, type Flavor } from '../dialects/detect.js';
 import { currentSchema, relationsIn } from '../dialects/relocate.js';
-import { backoffMs } from '../backoff.js';
+import { backoffMs } from '../runtime/backoff.js';
 import { IdleaseError } from '../errors.js';
 import { validateIdentifier } from '../identifiers.js';
 import { nextIdMigrations, resolveNextIdOptions, type NextIdMigrateOptions } from './next-id.js';

@@ -1,4 +1,4 @@
-import { backoffMs } from '../backoff.js';
+import { backoffMs } from '../runtime/backoff.js';
 import { IdleaseError, isIdleaseError } from '../errors.js';
 import { layoutLimits, type IdLayout } from '../layout/index.js';
 import { resolveSnowflakeOptions, SYSTEM_CLOCK, type ResolvedSnowflakeOptions, type SnowflakeAllocatorOptions } from './options.js';

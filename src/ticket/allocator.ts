@@ -15,7 +15,7 @@ import {
 } from '../dialects/tickets.js';
 import { connectionProblem, type ConnectionProblem } from '../dialects/connection-errors.js';
 import { IdleaseError, isIdleaseError } from '../errors.js';
-import { backoffMs } from '../backoff.js';
+import { backoffMs } from '../runtime/backoff.js';
 import { isExhausted, refuseReason, resolveServerSet } from './config.js';
 import { privateKnexFor } from '../drivers/private-knex.js';
 
