@@ -1,4 +1,7 @@
 import type { Knex } from 'knex';
+import { SYSTEM_CLOCK } from '../runtime/clock.js';
+import { settlesWithin } from '../runtime/deadline.js';
+
 /**
  * What a driver error says about the connection, for messages and events: a wrong password
  * or a missing database is configuration (retrying will not fix it until someone does),
@@ -38,14 +41,6 @@ export function describeConnectionProblem(problem: ConnectionProblem): string {
  * server is the allocators' business: they wait and retry on their own bounds).
  */
 export async function connectionError(knex: Knex, timeoutMs: number): Promise<unknown> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<undefined>((resolve) => {
-    timer = setTimeout(() => resolve(undefined), timeoutMs);
-    timer.unref();
-  });
-  try {
-    return await Promise.race([knex.raw('SELECT 1').then(() => undefined, (err: unknown) => err), late]);
-  } finally {
-    clearTimeout(timer);
-  }
+  const answer = knex.raw('SELECT 1').then(() => undefined, (err: unknown) => err);
+  return (await settlesWithin(answer, timeoutMs, SYSTEM_CLOCK, true)) ? answer : undefined;
 }

@@ -53,11 +53,15 @@ export class BackgroundTask {
     return this.stopping;
   }
 
-  /** Start the loop if it is not running (and not stopped). The first wanted() check runs now, synchronously. */
-  start(): void {
+  /**
+   * Start the loop if it is not running (and not stopped): the first round after `afterMs`
+   * (a sleep that wake() cuts short), or at once, in which case the first wanted() check runs
+   * now, synchronously.
+   */
+  start(afterMs = 0): void {
     if (this.active || this.stopping) return;
     this.active = true;
-    this.done = this.loop();
+    this.done = this.loop(afterMs);
   }
 
   /** Run the next round now if the task is sleeping. A wake() during a round is not kept: that round's result decides the next pause. */
@@ -77,10 +81,11 @@ export class BackgroundTask {
     return settlesWithin(this.done, timeoutMs, this.clock);
   }
 
-  private async loop(): Promise<void> {
+  private async loop(afterMs: number): Promise<void> {
     const { step, wanted, failed, backoff } = this.options;
     let attempt = 0;
     try {
+      if (afterMs > 0) await this.sleep(afterMs);
       while (!this.stopping && (wanted?.() ?? true)) {
         let pause: number;
         try {
