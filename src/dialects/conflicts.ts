@@ -1,3 +1,5 @@
+import { SYSTEM_CLOCK } from '../runtime/clock.js';
+
 /**
  * A statement that lost a race and was rolled back whole: an InnoDB deadlock, or on Galera a
  * certification conflict (another node committed the same row first), which also arrives as
@@ -26,7 +28,7 @@ export async function retryConflicts<T>(once: (timeoutMs: number | undefined) =>
       return await once(left);
     } catch (err) {
       if (!isConflict(err) || attempt >= CONFLICT_ATTEMPTS || (deadline !== undefined && Date.now() >= deadline)) throw err;
-      await new Promise((r) => setTimeout(r, Math.random() * Math.min(2 ** attempt, 50)));
+      await SYSTEM_CLOCK.sleep(Math.random() * Math.min(2 ** attempt, 50));
     }
   }
 }

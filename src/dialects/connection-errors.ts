@@ -1,6 +1,9 @@
 import type { Knex } from 'knex';
-import { backoffMs } from '../backoff.js';
 import { IdleaseError } from '../errors.js';
+import { backoffMs } from '../runtime/backoff.js';
+import { SYSTEM_CLOCK } from '../runtime/clock.js';
+import { settlesWithin } from '../runtime/deadline.js';
+
 /**
  * What a driver error says about the connection, for messages and events: a wrong password,
  * a missing database or a host name that does not resolve is configuration (retrying will not
@@ -107,14 +110,6 @@ export async function connectionError(knex: Knex, timeoutMs: number): Promise<un
 }
 
 async function probe(knex: Knex, timeoutMs: number): Promise<'ok' | 'late' | { error: unknown }> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<'late'>((resolve) => {
-    timer = setTimeout(() => resolve('late'), timeoutMs);
-    timer.unref();
-  });
-  try {
-    return await Promise.race([knex.raw('SELECT 1').then(() => 'ok' as const, (error: unknown) => ({ error })), late]);
-  } finally {
-    clearTimeout(timer);
-  }
+  const answer = knex.raw('SELECT 1').then(() => 'ok' as const, (error: unknown) => ({ error }));
+  return (await settlesWithin(answer, timeoutMs, SYSTEM_CLOCK, true)) ? answer : 'late';
 }

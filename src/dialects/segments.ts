@@ -1,6 +1,6 @@
 /** SQL for the segment table: DDL here; the lease and admin statements sit beside it. */
 import { retryConflicts } from './conflicts.js';
-import { withDeadline } from './deadline.js';
+import { withDeadline } from '../runtime/deadline.js';
 import { isMissingTable, notMigratedError, olderInstallSchema, relationExists, type CatalogQuery } from './missing-object.js';
 import type { SqlExecutor, SqlResult, SqlValue } from './sql.js';
 import { IdleaseError } from '../errors.js';

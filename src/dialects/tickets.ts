@@ -13,6 +13,7 @@ import { type Flavor, ownObject, ownSchema, quoteIdent } from './detect.js';
 import { affectedRows, rowsOf } from './results.js';
 import { IdleaseError } from '../errors.js';
 import { toBigInt } from '../ids.js';
+import { beforeDeadline } from '../runtime/deadline.js';
 
 export const TICKET_TABLE_PREFIX = 'idlease_tickets_';
 export const SCHEME_TABLE = 'idlease_ticket_schemes';
@@ -276,21 +277,12 @@ export function mysqlTicketSource(
   let pair = { ...initialPair };
 
   async function create(): Promise<RawMysqlConnection> {
-    let timer: NodeJS.Timeout | undefined;
     const pending = client.acquireRawConnection();
     try {
-      const conn = await Promise.race([
-        pending,
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new Error(`connect timed out after ${opts.connectTimeoutMs} ms`)), opts.connectTimeoutMs);
-        }),
-      ]);
-      return conn;
+      return await beforeDeadline(pending, opts.connectTimeoutMs, () => new Error(`connect timed out after ${opts.connectTimeoutMs} ms`));
     } catch (err) {
       pending.then((c) => c.destroy(), () => undefined);
       throw err;
-    } finally {
-      clearTimeout(timer);
     }
   }
 

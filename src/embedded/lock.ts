@@ -16,6 +16,7 @@ import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { IdleaseError } from '../errors.js';
+import { SYSTEM_CLOCK } from '../runtime/clock.js';
 
 // The one call used; the package ships no types. tryLock: an exclusive lock on `fd`, false when another holds it.
 const fsx = createRequire(import.meta.url)('fs-native-extensions') as { tryLock(fd: number): boolean };
@@ -107,7 +108,7 @@ export async function acquireDirectoryLock(dir: string, options: AcquireOptions 
     const holder = readHolder(dir);
     if (options.stopWaiting?.(holder)) return undefined;
     if (Date.now() >= deadline) throw lockedError(dir, holder, timeoutMs);
-    await new Promise((resolve) => setTimeout(resolve, POLL_MS + Math.random() * POLL_MS));
+    await SYSTEM_CLOCK.sleep(POLL_MS + Math.random() * POLL_MS);
   }
 }
 

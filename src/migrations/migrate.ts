@@ -1,7 +1,8 @@
 import type { Knex } from 'knex';
 import { DEFAULT_SCHEMA, flavorOf, isPostgres, type Flavor } from '../dialects/detect.js';
 import { currentSchema, relationsIn } from '../dialects/relocate.js';
-import { backoffMs } from '../backoff.js';
+import { backoffMs } from '../runtime/backoff.js';
+import { SYSTEM_CLOCK } from '../runtime/clock.js';
 import { IdleaseError } from '../errors.js';
 import { typedConnectionError } from '../dialects/connection-errors.js';
 import { validateIdentifier } from '../identifiers.js';
@@ -196,7 +197,7 @@ export async function migrate(knex: Knex, options: MigrateOptions = {}): Promise
           { cause: err },
         );
       }
-      await new Promise((r) => setTimeout(r, backoffMs(attempt, 25, 1000)));
+      await SYSTEM_CLOCK.sleep(backoffMs(attempt, 25, 1000));
     }
   }
 }

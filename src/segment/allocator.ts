@@ -2,7 +2,8 @@ import { connectionProblem, describeConnectionProblem } from '../dialects/connec
 import { IdleaseError, isIdleaseError } from '../errors.js';
 import { MAX_INT64 } from '../ids.js';
 import { resolveSegmentOptions, type ResolvedSegmentOptions, type SegmentAllocatorOptions } from './options.js';
-import { backoffMs } from '../backoff.js';
+import { Emitter } from '../runtime/events.js';
+import { BackgroundTask } from '../runtime/task.js';
 import { chooseStep, ewma, preloadHorizonMs, preloadThreshold } from './step-policy.js';
 import type { SegmentStore } from './store.js';
 import type { SegmentAllocator, SegmentEvent, SegmentStats } from './types.js';
@@ -57,14 +58,12 @@ class SegmentAllocatorImpl implements SegmentAllocator {
   private lastEnd = 0n;
 
   private readonly waiters = new WaiterQueue();
-  private readonly listeners = new Set<(event: SegmentEvent) => void>();
+  private readonly events: Emitter<SegmentEvent>;
+  /** The one background loop: leases while leaseNeeded(), retries with backoff, bounded on close. */
+  private readonly leaseTask: BackgroundTask;
 
-  private leasing = false;
   private preloadWanted = false;
-  private loopDone: Promise<void> = Promise.resolve();
   private leaseStartedAt = 0;
-  private sleepTimer: ReturnType<typeof setTimeout> | undefined;
-  private wakeSleep: (() => void) | undefined;
   private closing = false;
   private closed = false;
   private closePromise: Promise<void> | undefined;
@@ -92,6 +91,19 @@ class SegmentAllocatorImpl implements SegmentAllocator {
     this.options = options;
     this.tag = options.tag;
     this.store = options.store;
+    this.events = new Emitter(options.onEvent);
+    this.leaseTask = new BackgroundTask({
+      wanted: () => this.leaseNeeded(),
+      step: () => this.leaseStep(),
+      failed: (err, attempt, retryInMs) => this.leaseFailed(err, attempt, retryInMs),
+      ended: () => this.checkState('lease loop ended'),
+      backoff: { minMs: options.retryMinMs, maxMs: options.retryMaxMs },
+    });
+  }
+
+  /** A lease is in flight, or being retried. */
+  private get leasing(): boolean {
+    return this.leaseTask.running;
   }
 
   next(): Promise<bigint> {
@@ -156,20 +168,11 @@ class SegmentAllocatorImpl implements SegmentAllocator {
 
   onEvent(listener: (event: SegmentEvent) => void): () => void {
     if (typeof listener !== 'function') throw new IdleaseError('BAD_ARGUMENT', 'onEvent(listener): listener must be a function (event) => void.');
-    this.listeners.add(listener);
-    return () => {
-      this.listeners.delete(listener);
-    };
+    return this.events.add(listener);
   }
 
   private emit(event: SegmentEvent): void {
-    for (const listener of this.options.onEvent ? [this.options.onEvent, ...this.listeners] : this.listeners) {
-      try {
-        listener(event);
-      } catch {
-        // A broken metrics hook must not break allocation.
-      }
-    }
+    this.events.emit(event);
   }
 
   private closedError(): IdleaseError {
@@ -304,46 +307,28 @@ class SegmentAllocatorImpl implements SegmentAllocator {
   }
 
   private ensureLease(): void {
-    if (this.leasing || !this.leaseNeeded()) return;
-    this.leasing = true;
-    this.loopDone = this.leaseLoop();
+    if (!this.leasing && this.leaseNeeded()) this.leaseTask.start();
   }
 
-  private async leaseLoop(): Promise<void> {
-    let attempt = 0;
-    try {
-      while (this.leaseNeeded()) {
-        const started = (this.leaseStartedAt = Date.now());
-        try {
-          const seg = await this.leaseOnce(started);
-          attempt = 0;
-          this.lastError = undefined;
-          this.accept(seg, Date.now() - started);
-        } catch (err) {
-          if (this.closing) return;
-          this.lastError = err;
-          if (isFatal(err)) {
-            if (isIdleaseError(err, 'EXHAUSTED')) this.exhausted = err;
-            this.waiters.failAll(err);
-            return;
-          }
-          this.leaseErrors++;
-          const delay = backoffMs(attempt++, this.options.retryMinMs, this.options.retryMaxMs);
-          this.emit({ type: 'lease-error', tag: this.tag, error: err, problem: connectionProblem(err), attempt, retryInMs: delay });
-          await this.sleep(delay);
-        }
-      }
-    } finally {
-      this.leasing = false;
-      this.checkState('lease loop ended');
+  private async leaseStep(): Promise<number> {
+    const started = (this.leaseStartedAt = Date.now());
+    const seg = await this.leaseOnce(started);
+    this.lastError = undefined;
+    this.accept(seg, Date.now() - started);
+    return 0;
+  }
+
+  /** Fatal errors end the loop and fail every waiter; the others are retried after `retryInMs`. */
+  private leaseFailed(err: unknown, attempt: number, retryInMs: number): boolean {
+    this.lastError = err;
+    if (isFatal(err)) {
+      if (isIdleaseError(err, 'EXHAUSTED')) this.exhausted = err;
+      this.waiters.failAll(err);
+      return false;
     }
-  }
-
-  private sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      this.wakeSleep = resolve;
-      this.sleepTimer = setTimeout(resolve, ms);
-    });
+    this.leaseErrors++;
+    this.emit({ type: 'lease-error', tag: this.tag, error: err, problem: connectionProblem(err), attempt, retryInMs });
+    return true;
   }
 
   /** One lease: read the row's admin step, choose ours, move max_id by it in one statement. */
@@ -483,13 +468,7 @@ class SegmentAllocatorImpl implements SegmentAllocator {
     this.limit = this.cursor - 1n;
     this.preloadAt = NEVER;
     this.waiters.failAll(this.closedError());
-    clearTimeout(this.sleepTimer);
-    this.wakeSleep?.();
-    if (this.leasing) {
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      await Promise.race([this.loopDone, new Promise<void>((r) => (timer = setTimeout(r, this.options.closeTimeoutMs)))]);
-      clearTimeout(timer);
-    }
+    await this.leaseTask.stop(this.options.closeTimeoutMs);
     try {
       await this.giveBack();
     } finally {

@@ -18,6 +18,7 @@ import { Registry } from 'prom-client';
 import { MAX_ROW_STEP } from '../dialects/segments.js';
 import { errorCategory, IdleaseError, isIdleaseError } from '../errors.js';
 import { collectMetrics, remoteLeaseCounter } from '../metrics/index.js';
+import { beforeDeadline, settlesWithin } from '../runtime/deadline.js';
 import { addTag, listTags } from '../segment/admin.js';
 import { createSegmentAllocator } from '../segment/allocator.js';
 import { createKnexSegmentStore, type SegmentStore } from '../segment/store.js';
@@ -211,7 +212,7 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
   async function ready(): Promise<{ ready: boolean; database: string; tags: Record<string, { remaining: string; lastError: string | undefined }> }> {
     let database = 'ok';
     try {
-      await Promise.race([o.knex.raw('SELECT 1'), new Promise((_, reject) => setTimeout(() => reject(new Error('no answer within 1000 ms')), 1_000).unref())]);
+      await beforeDeadline(o.knex.raw('SELECT 1'), 1_000, () => new Error('no answer within 1000 ms'));
     } catch (err) {
       database = (err as Error).message;
     }
@@ -355,9 +356,7 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
       closing = true;
       const drained = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([drained, new Promise<void>((r) => (timer = setTimeout(r, timeoutMs)))]);
-      clearTimeout(timer);
+      await settlesWithin(drained, timeoutMs);
       server.closeAllConnections();
       const sf = snowflake?.catch(() => undefined);
       await Promise.all([...allocators.values()].map((a) => a.close()).concat(sf ? [sf.then((a) => a?.close())] : []));

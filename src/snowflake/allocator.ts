@@ -1,7 +1,9 @@
-import { backoffMs } from '../backoff.js';
 import { IdleaseError, isIdleaseError } from '../errors.js';
 import { layoutLimits, type IdLayout } from '../layout/index.js';
-import { resolveSnowflakeOptions, SYSTEM_CLOCK, type ResolvedSnowflakeOptions, type SnowflakeAllocatorOptions } from './options.js';
+import { settlesWithin } from '../runtime/deadline.js';
+import { Emitter } from '../runtime/events.js';
+import { BACK_OFF, BackgroundTask } from '../runtime/task.js';
+import { resolveSnowflakeOptions, type ResolvedSnowflakeOptions, type SnowflakeAllocatorOptions } from './options.js';
 import type { SnowflakeAllocator, SnowflakeEvent, SnowflakeStats } from './types.js';
 import { createKnexWorkerIdStore, newHolder, type WorkerIdStore } from './worker-store.js';
 
@@ -32,9 +34,6 @@ const FATAL = new Set(['NOT_MIGRATED', 'BAD_CONFIG', 'INVARIANT', 'UNSAFE_NUMBER
  * The row's max_time_ms is raised (by the renewal, before the new bound is used) to the
  * highest time this holder may put into an ID, and a claimer starts above the value it finds:
  * a new holder never reuses a time of an old one, whatever the two hosts' clocks say.
- *
- * This loop is written here rather than shared with the segment allocator's: that one was
- * being changed by another session, and lifting it would have touched its behaviour.
  */
 class SnowflakeAllocatorImpl implements SnowflakeAllocator {
   readonly group: string;
@@ -60,9 +59,9 @@ class SnowflakeAllocatorImpl implements SnowflakeAllocator {
   private readonly sequenceUnit: bigint;
   private sequence = 0;
 
-  private readonly listeners = new Set<(event: SnowflakeEvent) => void>();
-  private loopDone: Promise<void> = Promise.resolve();
-  private wakeLoop: (() => void) | undefined;
+  private readonly events: Emitter<SnowflakeEvent>;
+  /** Claims a worker id, then renews it every renewEveryMs; woken early when the fence or the bound runs out. */
+  private readonly leaseTask: BackgroundTask;
   private closing = false;
   private closed = false;
   private closePromise: Promise<void> | undefined;
@@ -94,8 +93,14 @@ class SnowflakeAllocatorImpl implements SnowflakeAllocator {
     this.workerShift = workerFirst ? s : 0n;
     this.sequenceShift = workerFirst ? 0n : w;
     this.sequenceUnit = 1n << this.sequenceShift;
-    if (options.onEvent) this.listeners.add(options.onEvent);
-    this.loopDone = this.loop();
+    this.events = new Emitter(options.onEvent);
+    this.leaseTask = new BackgroundTask({
+      step: () => this.leaseStep(),
+      failed: (err) => this.leaseFailed(err),
+      backoff: { minMs: 20, maxMs: Math.min(1_000, options.leaseTtlMs / 4) },
+      clock: options.clock,
+    });
+    this.leaseTask.start();
   }
 
   get workerId(): number | undefined {
@@ -148,7 +153,7 @@ class SnowflakeAllocatorImpl implements SnowflakeAllocator {
     if (lease === undefined) return 'lease';
     if ((mono ?? clock.monoMs()) >= lease.fenceUntil) {
       // Renewal is due (we were paused, or the loop slept long): do not wait for its timer.
-      this.wakeLoop?.();
+      this.leaseTask.wake();
       return 'lease';
     }
     const { epochMs, timeUnitMs } = this.layout;
@@ -170,7 +175,7 @@ class SnowflakeAllocatorImpl implements SnowflakeAllocator {
     const startMs = epochMs + time * timeUnitMs;
     if (startMs - wallMs > this.options.maxLeadMs) return 'clock';
     if (startMs + timeUnitMs - 1 > lease.boundMs) {
-      this.wakeLoop?.();
+      this.leaseTask.wake();
       return 'lease';
     }
     this.lastTime = time;
@@ -229,42 +234,17 @@ class SnowflakeAllocatorImpl implements SnowflakeAllocator {
     });
   }
 
-  private async loop(): Promise<void> {
-    let attempt = 0;
-    while (!this.closing) {
-      let pause = this.options.renewEveryMs;
-      try {
-        if (this.lease === undefined) {
-          if (!(await this.claim())) pause = backoffMs(attempt++, 20, Math.min(1_000, this.options.leaseTtlMs / 4));
-          else attempt = 0;
-        } else {
-          await this.renew();
-          attempt = 0;
-        }
-      } catch (err) {
-        this.leaseErrors++;
-        this.lastProblem = err;
-        if (isIdleaseError(err) && FATAL.has(err.code)) this.fatal = err;
-        this.emit({ type: 'lease-error', error: err });
-        pause = backoffMs(attempt++, 20, Math.min(1_000, this.options.leaseTtlMs / 4));
-      }
-      if (!this.closing) await this.pause(pause);
-    }
+  private async leaseStep(): Promise<number | typeof BACK_OFF> {
+    if (this.lease === undefined) return (await this.claim()) ? this.options.renewEveryMs : BACK_OFF;
+    await this.renew();
+    return this.options.renewEveryMs;
   }
 
-  /** Sleep until `ms` pass or someone needs the loop now (fence ran out, close()). */
-  private pause(ms: number): Promise<void> {
-    return new Promise<void>((resolve) => {
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const done = () => {
-        if (timer !== undefined) clearTimeout(timer);
-        this.wakeLoop = undefined;
-        resolve();
-      };
-      this.wakeLoop = done;
-      if (this.options.clock === SYSTEM_CLOCK) timer = setTimeout(done, ms);
-      else void this.options.clock.sleep(ms).then(done);
-    });
+  private leaseFailed(err: unknown): void {
+    this.leaseErrors++;
+    this.lastProblem = err;
+    if (isIdleaseError(err) && FATAL.has(err.code)) this.fatal = err;
+    this.emit({ type: 'lease-error', error: err });
   }
 
   private async claim(): Promise<boolean> {
@@ -340,33 +320,29 @@ class SnowflakeAllocatorImpl implements SnowflakeAllocator {
   }
 
   onEvent(listener: (event: SnowflakeEvent) => void): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
+    return this.events.add(listener);
   }
 
   private emit(event: SnowflakeEvent): void {
-    for (const l of this.listeners) {
-      try {
-        l(event);
-      } catch {
-        // A broken metrics hook must not break allocation.
-      }
-    }
+    this.events.emit(event);
   }
 
   close(): Promise<void> {
     this.closePromise ??= (async () => {
       this.closing = true;
-      this.wakeLoop?.();
-      await this.loopDone;
+      const { clock, closeTimeoutMs } = this.options;
+      const until = clock.monoMs() + closeTimeoutMs;
+      const loopEnded = await this.leaseTask.stop(closeTimeoutMs);
       const lease = this.lease;
       this.lease = undefined;
-      if (lease) {
-        // Best effort: an unreleased id simply expires after leaseTtlMs.
+      // Best effort: an unreleased id simply expires after leaseTtlMs. A claim or renewal still
+      // in flight leaves the row's state unknown: it is left to expire too.
+      if (lease && loopEnded) {
         const { epochMs, timeUnitMs } = this.layout;
         const usedMaxMs = this.lastTime < 0 ? 0n : BigInt(epochMs) + (BigInt(this.lastTime) + 1n) * BigInt(timeUnitMs) - 1n;
-        const released = await this.store.release(this.group, lease.workerId, lease.token, usedMaxMs > 0n ? usedMaxMs : 0n).catch(() => false);
-        if (released) this.emit({ type: 'released', workerId: lease.workerId });
+        const release = this.store.release(this.group, lease.workerId, lease.token, usedMaxMs > 0n ? usedMaxMs : 0n).catch(() => false);
+        const answered = await settlesWithin(release, Math.max(0, until - clock.monoMs()), clock);
+        if (answered && (await release)) this.emit({ type: 'released', workerId: lease.workerId });
       }
       this.closed = true;
     })();

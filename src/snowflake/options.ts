@@ -2,21 +2,14 @@ import type { Knex } from 'knex';
 import { IdleaseError } from '../errors.js';
 import { validateIdentifier } from '../identifiers.js';
 import { layoutPreset, resolveLayout, type IdLayout, type LayoutOptions, type LayoutPreset } from '../layout/index.js';
+import { SYSTEM_CLOCK, type Clock } from '../runtime/clock.js';
 import type { WorkerIdStore } from './worker-store.js';
 import type { SnowflakeEvent } from './types.js';
 
 /** Wall time for the ID's time field, monotonic time for the lease, and a way to wait. Injected by tests. */
-export interface SnowflakeClock {
-  wallMs(): number;
-  monoMs(): number;
-  sleep(ms: number): Promise<void>;
-}
+export type SnowflakeClock = Clock;
 
-export const SYSTEM_CLOCK: SnowflakeClock = Object.freeze({
-  wallMs: () => Date.now(),
-  monoMs: () => performance.now(),
-  sleep: (ms: number) => new Promise<void>((r) => setTimeout(r, ms)),
-});
+export { SYSTEM_CLOCK };
 
 export interface SnowflakeAllocatorOptions {
   /** The database holding `idlease_workers` (run `idlease migrate --workers`). Either this or `store`. */
@@ -37,6 +30,8 @@ export interface SnowflakeAllocatorOptions {
   maxLeadMs?: number;
   /** How long next() waits (for a lease, or for the clock) before rejecting. Default leaseTtlMs. */
   waitTimeoutMs?: number;
+  /** How long close() waits for a claim or renewal in flight and for the release. Default 5 000 ms. */
+  closeTimeoutMs?: number;
   onEvent?: (event: SnowflakeEvent) => void;
   clock?: SnowflakeClock;
 }
@@ -51,6 +46,7 @@ export interface ResolvedSnowflakeOptions {
   readonly leaseTtlMs: number;
   readonly maxLeadMs: number;
   readonly waitTimeoutMs: number;
+  readonly closeTimeoutMs: number;
   /** Fencing stops this long before the lease runs out: timers fire late, clocks drift. */
   readonly fenceMarginMs: number;
   readonly renewEveryMs: number;
@@ -58,7 +54,7 @@ export interface ResolvedSnowflakeOptions {
   readonly clock: SnowflakeClock;
 }
 
-const KNOWN = ['knex', 'store', 'group', 'layout', 'table', 'schema', 'leaseTtlMs', 'maxLeadMs', 'waitTimeoutMs', 'onEvent', 'clock'];
+const KNOWN = ['knex', 'store', 'group', 'layout', 'table', 'schema', 'leaseTtlMs', 'maxLeadMs', 'waitTimeoutMs', 'closeTimeoutMs', 'onEvent', 'clock'];
 
 function intIn(value: unknown, option: string, fallback: number, min: number, max: number): number {
   const v = value ?? fallback;
@@ -88,6 +84,7 @@ export function resolveSnowflakeOptions(input: SnowflakeAllocatorOptions): Resol
   const leaseTtlMs = intIn(input.leaseTtlMs, 'leaseTtlMs', 10_000, 100, 3_600_000);
   const maxLeadMs = intIn(input.maxLeadMs, 'maxLeadMs', 1_000, 0, 3_600_000);
   const waitTimeoutMs = intIn(input.waitTimeoutMs, 'waitTimeoutMs', leaseTtlMs, 1, 3_600_000);
+  const closeTimeoutMs = intIn(input.closeTimeoutMs, 'closeTimeoutMs', 5_000, 0, 600_000);
   if (input.onEvent !== undefined && typeof input.onEvent !== 'function') throw new IdleaseError('BAD_CONFIG', 'onEvent must be a function.');
   return Object.freeze({
     knex: input.knex,
@@ -99,6 +96,7 @@ export function resolveSnowflakeOptions(input: SnowflakeAllocatorOptions): Resol
     leaseTtlMs,
     maxLeadMs,
     waitTimeoutMs,
+    closeTimeoutMs,
     fenceMarginMs: Math.max(10, Math.ceil(leaseTtlMs / 10)),
     renewEveryMs: Math.max(10, Math.floor(leaseTtlMs / 3)),
     onEvent: input.onEvent,

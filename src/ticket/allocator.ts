@@ -15,7 +15,11 @@ import {
 } from '../dialects/tickets.js';
 import { connectionProblem, type ConnectionProblem } from '../dialects/connection-errors.js';
 import { IdleaseError, isIdleaseError } from '../errors.js';
-import { backoffMs } from '../backoff.js';
+import { backoffMs } from '../runtime/backoff.js';
+import { SYSTEM_CLOCK, wakeableSleep } from '../runtime/clock.js';
+import { settlesWithin, within } from '../runtime/deadline.js';
+import { Emitter } from '../runtime/events.js';
+import { BackgroundTask } from '../runtime/task.js';
 import { isExhausted, refuseReason, resolveServerSet } from './config.js';
 import { privateKnexFor } from '../drivers/private-knex.js';
 
@@ -57,6 +61,8 @@ export interface TicketAllocatorOptions {
   readonly backoffMaxMs?: number;
   /** MySQL: connections idlease opens per server (its own, not from the app's pool). Default 8. */
   readonly connectionsPerServer?: number;
+  /** How long close() waits for the servers' connections to close. Default 5000 ms. */
+  readonly closeTimeoutMs?: number;
   /** Called when a server goes down, comes back or is refused, and when a call times out (metrics, logs). Must not throw. */
   readonly onEvent?: (event: TicketEvent) => void;
 }
@@ -130,7 +136,8 @@ interface Server {
   lastIssued: bigint | undefined;
   served: number;
   lastErrorAt: number | undefined;
-  probeTimer: NodeJS.Timeout | undefined;
+  /** Probes the server while it is not up, with backoff, until it answers or the allocator closes. */
+  readonly prober: BackgroundTask;
   /** BAD_CONFIG found at init: reported by ready() and when no server is left. */
   configError: IdleaseError | undefined;
   /** The server's scheme matched the options once; from then on reshards are followed. */
@@ -145,53 +152,6 @@ function positiveInt(value: unknown, name: string, fallback: number): number {
   return v;
 }
 
-class Timeout extends Error {}
-
-/**
- * Bounded waits without a timer per call: one watchdog sweeps the pending deadlines every
- * 25 ms (so a bound is kept to within 25 ms). A timer per ID cost a visible share of
- * throughput against the raw driver loop.
- */
-const pending = new Set<{ deadline: number; fail: () => void }>();
-let watchdog: NodeJS.Timeout | undefined;
-
-function sweep(): void {
-  const now = Date.now();
-  for (const p of pending) if (p.deadline <= now) p.fail();
-  if (pending.size === 0 && watchdog) {
-    clearInterval(watchdog);
-    watchdog = undefined;
-  }
-}
-
-function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const entry = {
-      deadline: Date.now() + ms,
-      fail: () => {
-        pending.delete(entry);
-        reject(new Timeout(`${what} did not answer within ${ms} ms`));
-      },
-    };
-    pending.add(entry);
-    if (!watchdog) {
-      watchdog = setInterval(sweep, 25);
-      watchdog.unref();
-    }
-    p.then(
-      (v) => {
-        pending.delete(entry);
-        resolve(v);
-      },
-      (e: unknown) => {
-        pending.delete(entry);
-        reject(e);
-      },
-    );
-  });
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Errors about the setup (options, missing migration): waiting will not fix them, so the server is refused, not retried as down. */
 function isSetupError(err: unknown): boolean {
@@ -216,6 +176,7 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
   const backoffInitialMs = positiveInt(options.backoffInitialMs, 'backoffInitialMs', 100);
   const backoffMaxMs = positiveInt(options.backoffMaxMs, 'backoffMaxMs', 5000);
   const connectionsPerServer = positiveInt(options.connectionsPerServer, 'connectionsPerServer', 8);
+  const closeTimeoutMs = positiveInt(options.closeTimeoutMs, 'closeTimeoutMs', 5000);
 
   // Knex instances made here from a server's `pool`: ours to destroy on close (or on a bad option below).
   const owned: Knex[] = [];
@@ -256,7 +217,7 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
             lockWaitTimeoutS: Math.max(1, Math.floor(statementTimeoutMs / 2000)),
           })
         : postgresTicketSource(knex, flavor, ref);
-    return {
+    const server: Server = {
       name: s.name ?? `server${s.offset}`,
       source,
       configuredOffset: s.offset,
@@ -270,28 +231,24 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
       lastIssued: undefined,
       served: 0,
       lastErrorAt: undefined,
-      probeTimer: undefined,
+      prober: new BackgroundTask({
+        wanted: () => !closed && server.health !== 'up',
+        step: () => probe(server),
+        backoff: { minMs: backoffInitialMs, maxMs: backoffMaxMs },
+      }),
       configError: undefined,
       verified: false,
     };
+    return server;
   }
 
   let closed = false;
   let rr = 0;
   let served = 0;
   let timeouts = 0;
-  const listeners = new Set<(event: TicketEvent) => void>();
   if (options.onEvent !== undefined && typeof options.onEvent !== 'function') throw new IdleaseError('BAD_CONFIG', 'onEvent must be a function (event) => void.');
-  if (options.onEvent) listeners.add(options.onEvent);
-  function emit(event: TicketEvent): void {
-    for (const listener of listeners) {
-      try {
-        listener(event);
-      } catch {
-        // A broken metrics hook must not break allocation.
-      }
-    }
-  }
+  const events = new Emitter<TicketEvent>(options.onEvent);
+  const emit = (event: TicketEvent) => events.emit(event);
   // Callers waiting for a server to come back. Every server that is not up has a probe
   // scheduled or running (markDown sees to it), and a probe that succeeds notifies: so a
   // waiter is woken by a recovery or by its own deadline, never left behind.
@@ -311,16 +268,11 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
     s.lastErrorAt = Date.now();
     if (was === 'up') emit({ type: 'server-down', server: s.name, health, error: err, problem: connectionProblem(err) });
     s.generation = undefined;
-    if (closed || s.probeTimer) return;
-    s.probeTimer = setTimeout(() => {
-      s.probeTimer = undefined;
-      void probe(s);
-    }, backoffMs(s.failures - 1, backoffInitialMs, backoffMaxMs));
-    s.probeTimer.unref();
+    if (!closed) s.prober.start(backoffMs(s.failures - 1, backoffInitialMs, backoffMaxMs));
   }
 
-  async function probe(s: Server): Promise<void> {
-    if (closed) return;
+  /** One probe; resolves to the pause before the next one (the prober stops once the server is up). */
+  async function probe(s: Server): Promise<number> {
     try {
       await within(s.source.probe(), statementTimeoutMs, s.name);
       await init(s);
@@ -328,8 +280,10 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
       s.failures = 0;
       emit({ type: 'server-up', server: s.name });
       notifyHealth();
+      return 0;
     } catch (err) {
       markDown(s, err, isSetupError(err) ? 'refused' : 'down');
+      return backoffMs(s.failures - 1, backoffInitialMs, backoffMaxMs);
     }
   }
 
@@ -404,7 +358,7 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
       } catch (err) {
         if (isLockConflict(err)) s.lockConflicts++;
         if (isLockConflict(err) && ++lockConflicts <= lockRetries && Date.now() < deadline) {
-          await sleep(Math.random() * Math.min(50, 2 ** lockConflicts));
+          await SYSTEM_CLOCK.sleep(Math.random() * Math.min(50, 2 ** lockConflicts));
           continue;
         }
         if (isLockConflict(err)) return { failed: err }; // alive but contended: try another server
@@ -416,16 +370,11 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
     }
   }
 
-  function waitForHealth(deadline: number): Promise<void> {
-    return new Promise((resolve) => {
-      const t = setTimeout(done, Math.max(0, deadline - Date.now()));
-      function done() {
-        clearTimeout(t);
-        healthWaiters.delete(done); // a waiter that timed out must not pile up during a long outage
-        resolve();
-      }
-      healthWaiters.add(done);
-    });
+  async function waitForHealth(deadline: number): Promise<void> {
+    const wait = wakeableSleep(SYSTEM_CLOCK, Math.max(0, deadline - Date.now()));
+    healthWaiters.add(wait.wake);
+    await wait.done;
+    healthWaiters.delete(wait.wake); // a waiter that timed out must not pile up during a long outage
   }
 
   async function next(): Promise<bigint> {
@@ -522,18 +471,19 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
     },
     onEvent(listener: (event: TicketEvent) => void): () => void {
       if (typeof listener !== 'function') throw new IdleaseError('BAD_ARGUMENT', 'onEvent(listener): listener must be a function (event) => void.');
-      listeners.add(listener);
-      return () => {
-        listeners.delete(listener);
-      };
+      return events.add(listener);
     },
     async close() {
       if (closed) return;
       closed = true;
-      for (const s of servers) clearTimeout(s.probeTimer);
+      // A probe in flight is not waited for: it ends against closed connections.
+      for (const s of servers) void s.prober.stop(0);
       notifyHealth();
-      await Promise.all(servers.map((s) => s.source.close()));
-      await Promise.all(owned.map((k) => k.destroy()));
+      const shut = (async () => {
+        await Promise.all(servers.map((s) => s.source.close()));
+        await Promise.all(owned.map((k) => k.destroy()));
+      })();
+      if (await settlesWithin(shut, closeTimeoutMs)) await shut;
     },
   });
 }

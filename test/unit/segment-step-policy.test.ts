@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { backoffMs } from '../../src/backoff.js';
+import { backoffMs } from '../../src/runtime/backoff.js';
 import { chooseStep, preloadHorizonMs, preloadThreshold } from '../../src/segment/step-policy.js';
 
 const inputs = fc.record({

@@ -226,3 +226,32 @@ describe('snowflake allocator on an injected clock', () => {
     );
   });
 });
+
+describe('snowflake close() is bounded', () => {
+  const never = () => new Promise<never>(() => undefined);
+
+  it('closes within closeTimeoutMs when the store never answers the claim (real clock)', async () => {
+    const store = { ...createMemoryWorkerIdStore(() => 0), claim: never, renew: never, release: never, list: never };
+    const a = createSnowflakeAllocator({ store, closeTimeoutMs: 100 });
+    const started = performance.now();
+    await a.close();
+    const took = performance.now() - started;
+    expect(took).toBeGreaterThanOrEqual(90);
+    expect(took).toBeLessThan(2_000);
+    expect(await codeOf(a.next())).toBe('CLOSED');
+  });
+
+  it('closes within closeTimeoutMs of fake time when a renewal or the release hangs, and a hook that throws changes nothing', async () => {
+    for (const hang of ['renew', 'release'] as const) {
+      const { clock, store, make } = setup();
+      const a = make({ closeTimeoutMs: 300, onEvent: () => { throw new Error('broken hook'); } });
+      await clock.settle(a.next());
+      store[hang] = never;
+      if (hang === 'renew') await clock.advance(TTL / 3 + 1); // the renewal is now in flight for good
+      const startedAt = clock.mono;
+      await clock.settle(a.close(), 1_000);
+      expect(clock.mono - startedAt).toBeLessThanOrEqual(301);
+      expect(a.stats().issued).toBe(1);
+    }
+  });
+});

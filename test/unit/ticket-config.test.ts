@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { backoffMs } from '../../src/backoff.js';
+import { backoffMs } from '../../src/runtime/backoff.js';
 import { belongsTo, firstAbove, isExhausted, refuseReason, validateServerSet } from '../../src/ticket/config.js';
 import { resolveTicketsOptions } from '../../src/migrations/tickets.js';
 import { MAX_INT64 } from '../../src/ids.js';
