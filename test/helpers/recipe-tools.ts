@@ -4,13 +4,12 @@
  * thirds of what the root `npm ci` used to install, and only the docs and recipe tests use them.
  *
  * As the globalSetup of the `docs` vitest project (test/docs, test/recipes) this runs that
- * install before any of their files starts, when it is missing or was made from another
- * package.json or package-lock.json, so `npm test` works from a fresh clone after the root
+ * install before any of their files starts, when it is missing or does not match
+ * test/recipes/package-lock.json, so `npm test` works from a fresh clone after the root
  * `npm ci`. A failed install stops the run with the command to run by hand; no test skips.
  */
 import { spawnSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { REPO_ROOT } from './cli.js';
 
@@ -18,17 +17,27 @@ export const RECIPES_DIR = path.join(REPO_ROOT, 'test/recipes');
 export const RECIPE_MODULES = path.join(RECIPES_DIR, 'node_modules');
 export const RECIPE_INSTALL_COMMAND = 'npm ci --prefix test/recipes --no-audit --no-fund';
 
-/** Written after a successful install: what it was installed from. */
-const STAMP = path.join(RECIPE_MODULES, '.idlease-installed-from');
-
-function fingerprint(): string {
-  const hash = createHash('sha256');
-  for (const file of ['package.json', 'package-lock.json']) hash.update(readFileSync(path.join(RECIPES_DIR, file)));
-  return hash.digest('hex');
+interface Lock {
+  packages: Record<string, { version?: string; optional?: boolean }>;
 }
+const readLock = (file: string) => JSON.parse(readFileSync(file, 'utf8')) as Lock;
 
+/**
+ * Whether test/recipes/node_modules holds what test/recipes/package-lock.json says, however it
+ * was installed: npm's own record of the install (node_modules/.package-lock.json) has every
+ * package of the lockfile at the same version, optional ones for other platforms aside.
+ */
 export function recipeToolsInstalled(): boolean {
-  return existsSync(STAMP) && readFileSync(STAMP, 'utf8') === fingerprint();
+  const installed = path.join(RECIPE_MODULES, '.package-lock.json');
+  if (!existsSync(installed)) return false;
+  const want = readLock(path.join(RECIPES_DIR, 'package-lock.json')).packages;
+  const have = readLock(installed).packages;
+  for (const [key, entry] of Object.entries(want)) {
+    if (key === '') continue;
+    const got = have[key];
+    if (got ? got.version !== entry.version : !entry.optional) return false;
+  }
+  return Object.keys(have).every((key) => key in want);
 }
 
 /** The package names of test/recipes/package.json: what a user of one of the recipes has installed. */
@@ -59,5 +68,5 @@ export default function setup(): void {
         `run \`${RECIPE_INSTALL_COMMAND}\` in the checkout and read its output (it needs the npm registry or an npm cache that has the packages)`,
     );
   }
-  writeFileSync(STAMP, fingerprint());
+  if (!recipeToolsInstalled()) throw new Error(`\`${RECIPE_INSTALL_COMMAND}\` succeeded but test/recipes/node_modules does not match test/recipes/package-lock.json`);
 }
