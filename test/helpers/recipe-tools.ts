@@ -40,10 +40,13 @@ export function recipeToolsInstalled(): boolean {
   return Object.keys(have).every((key) => key in want);
 }
 
-/** The package names of test/recipes/package.json: what a user of one of the recipes has installed. */
+/**
+ * The tools of test/recipes/package.json: what a user of one of the recipes has installed. Not
+ * those it links from the root install (`file:`, pg): the sample projects have them already.
+ */
 export function recipeTools(): string[] {
   const pkg = JSON.parse(readFileSync(path.join(RECIPES_DIR, 'package.json'), 'utf8')) as { devDependencies: Record<string, string> };
-  return Object.keys(pkg.devDependencies);
+  return Object.entries(pkg.devDependencies).filter(([, spec]) => !spec.startsWith('file:')).map(([name]) => name);
 }
 
 /** A recipe tool's directory; a missing one is an error that says how to install it. */
