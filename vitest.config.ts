@@ -15,6 +15,10 @@ const ALONE = [
 // anywhere in seconds. The other projects find the real databases first (global-setup.ts).
 const UNIT = ['test/unit/**/*.test.ts'];
 const DATABASES = ['test/helpers/global-setup.ts'];
+// The docs samples and the recipe pages need the recipe tools (Prisma, TypeORM, …), which have an
+// install of their own in test/recipes/: this project installs it first when it is missing or
+// stale (test/helpers/recipe-tools.ts), and only when one of these files is in the run.
+const DOCS = ['test/docs/**/*.test.ts', 'test/recipes/**/*.test.ts'];
 
 export default defineConfig({
   test: {
@@ -34,7 +38,12 @@ export default defineConfig({
         extends: true,
         // Each file has databases of its own, so two run at once: most of their time is spent
         // waiting on a server or a child process, not on a core.
-        test: { name: 'shared', include: ['test/**/*.test.ts'], exclude: [...UNIT, ...ALONE], globalSetup: DATABASES, maxWorkers: 2, sequence: { groupOrder: 0 } },
+        test: { name: 'shared', include: ['test/**/*.test.ts'], exclude: [...UNIT, ...ALONE, ...DOCS], globalSetup: DATABASES, maxWorkers: 2, sequence: { groupOrder: 0 } },
+      },
+      {
+        extends: true,
+        // Same group and workers as 'shared': its files share the same two workers.
+        test: { name: 'docs', include: DOCS, globalSetup: [...DATABASES, 'test/helpers/recipe-tools.ts'], maxWorkers: 2, sequence: { groupOrder: 0 } },
       },
       {
         extends: true,

@@ -12,6 +12,7 @@ import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { REPO_ROOT, TSX_LOADER } from '../helpers/cli.js';
+import { recipeModule, recipeTools } from '../helpers/recipe-tools.js';
 import type { DocBlock, Flavor } from './extract.js';
 
 export type Target = Flavor | 'none';
@@ -33,9 +34,6 @@ export interface Context {
 }
 
 let modulesDir: string | undefined;
-
-/** The tools docs/recipes/ shows (devDependencies here): a user of a recipe has installed its tool. */
-export const RECIPE_TOOLS = ['kysely', 'drizzle-orm', 'typeorm', 'sequelize', 'prisma', '@prisma/client', '@prisma/adapter-pg'];
 
 /**
  * Legacy decorators, as every TypeORM project compiles them (its decorators predate the
@@ -69,18 +67,22 @@ function sharedModules(): string {
   symlinkSync(bin, path.join(nm, '.bin', 'idlease'));
   // Optional peers (postgres.js) too: a user who passes one has installed it.
   const pkg = JSON.parse(readFileSync(path.join(REPO_ROOT, 'package.json'), 'utf8')) as { dependencies: Record<string, string>; peerDependencies?: Record<string, string> };
-  const deps = [...Object.keys(pkg.dependencies), ...Object.keys(pkg.peerDependencies ?? {}), ...RECIPE_TOOLS];
+  const deps = [...Object.keys(pkg.dependencies), ...Object.keys(pkg.peerDependencies ?? {})];
   // A TypeScript user of `pg` also installs `@types/pg`: link a dependency's types where it has them.
   const typed = deps.map((dep) => `@types/${dep}`).filter((t) => existsSync(path.join(REPO_ROOT, 'node_modules', t)));
-  for (const dep of [...deps, ...typed]) {
-    mkdirSync(path.dirname(path.join(nm, dep)), { recursive: true });
-    symlinkSync(path.join(REPO_ROOT, 'node_modules', dep), path.join(nm, dep));
-  }
-  // A recipe's command-line tool (`npx prisma generate`), as its install would leave it.
-  for (const tool of RECIPE_TOOLS) {
-    const { bin } = JSON.parse(readFileSync(path.join(REPO_ROOT, 'node_modules', tool, 'package.json'), 'utf8')) as { bin?: string | Record<string, string> };
+  const link = (target: string, name: string) => {
+    mkdirSync(path.dirname(path.join(nm, name)), { recursive: true });
+    symlinkSync(target, path.join(nm, name));
+  };
+  for (const dep of [...deps, ...typed]) link(path.join(REPO_ROOT, 'node_modules', dep), dep);
+  // The recipe tools (test/recipes/package.json, installed in test/recipes/node_modules): a user of
+  // a recipe has installed its tool, and its command-line tool (`npx prisma generate`) with it.
+  for (const tool of recipeTools()) {
+    const dir = recipeModule(tool);
+    link(dir, tool);
+    const { bin } = JSON.parse(readFileSync(path.join(dir, 'package.json'), 'utf8')) as { bin?: string | Record<string, string> };
     const bins = typeof bin === 'string' ? { [tool]: bin } : (bin ?? {});
-    for (const [name, file] of Object.entries(bins)) symlinkSync(path.join(REPO_ROOT, 'node_modules', tool, file), path.join(nm, '.bin', name));
+    for (const [name, file] of Object.entries(bins)) symlinkSync(path.join(dir, file), path.join(nm, '.bin', name));
   }
   return (modulesDir = nm);
 }

@@ -7,14 +7,15 @@
  * tables in public (the layout before issue 16) is the control: there push plans to drop them,
  * which shows the check can see such a plan.
  */
-import { spawn } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { REPO_ROOT } from '../helpers/cli.js';
+import { recipeModule } from '../helpers/recipe-tools.js';
 import { migrate } from '../../src/migrations/migrate.js';
 
-const DRIZZLE_KIT = path.join(REPO_ROOT, 'node_modules/drizzle-kit/bin.cjs');
+const DRIZZLE_KIT = path.join(recipeModule('drizzle-kit'), 'bin.cjs');
 
 interface Plan {
   /** The statements push would run: empty when it says "No changes detected". */
@@ -53,7 +54,7 @@ function planOf(run: PushRun): Plan {
   const none = /No changes detected/.test(output);
   const planned = /You are about to execute/.test(output);
   if (!/Pulling schema from database/.test(output) || (!none && !planned)) {
-    throw new Error(`drizzle-kit push did not print a plan (exit ${String(run.code)}; is drizzle-kit installed? npm ci). Its output:\n${output}`);
+    throw new Error(`drizzle-kit push did not print a plan (exit ${String(run.code)}; is drizzle-kit installed? npm ci --prefix test/recipes). Its output:\n${output}`);
   }
   const statements = none ? [] : output.split('\n').map((l) => l.trim()).filter((l) => /^(CREATE|ALTER|DROP|COMMENT|TRUNCATE|INSERT|UPDATE|DELETE)\b/i.test(l));
   if (planned && statements.length === 0) throw new Error(`drizzle-kit push announced statements but none could be read from its output:\n${output}`);
@@ -149,4 +150,17 @@ describe('drizzle-kit push on MariaDB', () => {
       expect(run.output).not.toMatch(/You are about to execute|No changes detected/);
     }
   });
+});
+
+/**
+ * The schema files import drizzle-orm, installed in test/recipes/node_modules only, so the root
+ * typecheck leaves them to test/recipes/tsconfig.json.
+ */
+it('the schema files type-check against the installed drizzle-orm (test/recipes/tsconfig.json)', { timeout: 60_000 }, async () => {
+  const tsc = path.join(REPO_ROOT, 'node_modules/typescript/bin/tsc');
+  const r = await new Promise<{ code: number; output: string }>((resolve) => {
+    execFile(process.execPath, [tsc, '-p', 'test/recipes/tsconfig.json'], { cwd: REPO_ROOT }, (err, stdout, stderr) =>
+      resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, output: stdout + stderr }));
+  });
+  expect(r.code, r.output).toBe(0);
 });
