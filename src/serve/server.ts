@@ -17,7 +17,7 @@ import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
 import { MAX_ROW_STEP } from '../dialects/segments.js';
 import { errorCategory, IdleaseError, isIdleaseError } from '../errors.js';
-import { collectMetrics, remoteLeaseCounter } from '../metrics/index.js';
+import { collectMetrics, remoteLeaseCounter } from '../metrics/collect.js';
 import { beforeDeadline, settlesWithin } from '../runtime/deadline.js';
 import { addTag, listTags } from '../segment/admin.js';
 import { createSegmentAllocator } from '../segment/allocator.js';
