@@ -7,8 +7,9 @@
  * statement, close) on the same kind of directory, and to the same command on PostgreSQL
  * (IDLEASE_BENCH_PG_URL, default postgres://postgres@127.0.0.1:5432, in a temporary database).
  *
- * Every process is measured the same way: wall time from spawn to exit in this process, peak
- * RSS from GNU time's %M (the kernel's maxrss of the child, read at wait4). Each round runs
+ * Every process is measured the same way: wall time from spawn to exit in this process; peak
+ * RSS and CPU time (user + system) from GNU time's %M %U %S (the kernel's rusage of the child,
+ * read at wait4). CPU time is shown because wall time on a loaded machine mostly measures the load. Each round runs
  * every variant once, in an order that rotates per round, and a ratio is the median of the
  * rounds' ratios: on a shared 2-core VM the speed drifts within seconds, so a variant is only
  * compared with its neighbours of the same round.
@@ -30,6 +31,8 @@ const PG_URL = process.env.IDLEASE_BENCH_PG_URL ?? 'postgres://postgres@127.0.0.
 
 interface Sample {
   readonly wallMs: number;
+  /** user + system CPU time: what the process itself costs, less swayed than wall time by other load on the machine. */
+  readonly cpuMs: number;
   readonly rssKb: number;
 }
 
@@ -43,7 +46,7 @@ function measure(args: string[], cwd: string, expect: RegExp, scratch: string): 
   delete env.IDLEASE_URL;
   return new Promise((resolve, reject) => {
     const started = process.hrtime.bigint();
-    const child = spawn(TIME, ['-f', '%M', '-o', rssFile, process.execPath, ...args], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(TIME, ['-f', '%M %U %S', '-o', rssFile, process.execPath, ...args], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
@@ -55,7 +58,8 @@ function measure(args: string[], cwd: string, expect: RegExp, scratch: string): 
         reject(new Error(`node ${args.join(' ')} in ${cwd}: exit ${code}, stdout ${JSON.stringify(out)}, stderr ${JSON.stringify(err)}`));
         return;
       }
-      resolve({ wallMs, rssKb: Number(readFileSync(rssFile, 'utf8').trim().split('\n').at(-1)) });
+      const [rssKb, user, system] = readFileSync(rssFile, 'utf8').trim().split('\n').at(-1)!.split(' ').map(Number) as [number, number, number];
+      resolve({ wallMs, cpuMs: (user + system) * 1000, rssKb });
     });
   });
 }
@@ -133,20 +137,21 @@ function report(s: Record<Variant, Sample[]>, loadBefore: number, loadAfter: num
   };
   const wall = (v: Variant) => `${(median(s[v].map((x) => x.wallMs)) / 1000).toFixed(2)} s`;
   const rss = (v: Variant) => `${Math.round(median(s[v].map((x) => x.rssKb)) / 1024)} MB`;
+  const cpu = (v: Variant) => `${(median(s[v].map((x) => x.cpuMs)) / 1000).toFixed(2)} s`;
   const target = (a: Variant, b: Variant, of: keyof Sample, limit: number) => (ratio(a, b, of).m <= limit ? 'met' : 'missed');
   console.log(
     `Node ${process.version}; ${ROUNDS} rounds, each process once per round in a rotating order; medians; ratios are ` +
       `medians (range) of per-round ratios; load average ${loadBefore.toFixed(1)} before, ${loadAfter.toFixed(1)} after\n`,
   );
-  console.log('| process | wall | peak RSS | wall ratio | RSS ratio |');
-  console.log('|---|---:|---:|---:|---:|');
-  console.log(`| bare PGlite open + one write + close, warm (baseline) | ${wall('bareWarm')} | ${rss('bareWarm')} | 1 | 1 |`);
-  console.log(`| \`idlease next order -n 5\`, embedded, warm | ${wall('cliWarm')} | ${rss('cliWarm')} | ${fmtRatio('cliWarm', 'bareWarm', 'wallMs')} | ${fmtRatio('cliWarm', 'bareWarm', 'rssKb')} |`);
-  console.log(`| bare PGlite, first run (fresh directory) | ${wall('bareFirst')} | ${rss('bareFirst')} | ${fmtRatio('bareFirst', 'bareWarm', 'wallMs')} | ${fmtRatio('bareFirst', 'bareWarm', 'rssKb')} |`);
-  console.log(`| \`idlease next order -n 5\`, embedded, first run | ${wall('cliFirst')} | ${rss('cliFirst')} | ${fmtRatio('cliFirst', 'bareWarm', 'wallMs')} | ${fmtRatio('cliFirst', 'bareWarm', 'rssKb')} |`);
-  console.log(`| \`idlease next order -n 5\`, PostgreSQL | ${wall('cliPg')} | ${rss('cliPg')} | ${fmtRatio('cliPg', 'bareWarm', 'wallMs')} | ${fmtRatio('cliPg', 'bareWarm', 'rssKb')} |`);
+  console.log('| process | wall | CPU | peak RSS | wall ratio | CPU ratio | RSS ratio |');
+  console.log('|---|---:|---:|---:|---:|---:|---:|');
+  console.log(`| bare PGlite open + one write + close, warm (baseline) | ${wall('bareWarm')} | ${cpu('bareWarm')} | ${rss('bareWarm')} | 1 | 1 | 1 |`);
+  console.log(`| \`idlease next order -n 5\`, embedded, warm | ${wall('cliWarm')} | ${cpu('cliWarm')} | ${rss('cliWarm')} | ${fmtRatio('cliWarm', 'bareWarm', 'wallMs')} | ${fmtRatio('cliWarm', 'bareWarm', 'cpuMs')} | ${fmtRatio('cliWarm', 'bareWarm', 'rssKb')} |`);
+  console.log(`| bare PGlite, first run (fresh directory) | ${wall('bareFirst')} | ${cpu('bareFirst')} | ${rss('bareFirst')} | ${fmtRatio('bareFirst', 'bareWarm', 'wallMs')} | ${fmtRatio('bareFirst', 'bareWarm', 'cpuMs')} | ${fmtRatio('bareFirst', 'bareWarm', 'rssKb')} |`);
+  console.log(`| \`idlease next order -n 5\`, embedded, first run | ${wall('cliFirst')} | ${cpu('cliFirst')} | ${rss('cliFirst')} | ${fmtRatio('cliFirst', 'bareWarm', 'wallMs')} | ${fmtRatio('cliFirst', 'bareWarm', 'cpuMs')} | ${fmtRatio('cliFirst', 'bareWarm', 'rssKb')} |`);
+  console.log(`| \`idlease next order -n 5\`, PostgreSQL | ${wall('cliPg')} | ${cpu('cliPg')} | ${rss('cliPg')} | ${fmtRatio('cliPg', 'bareWarm', 'wallMs')} | ${fmtRatio('cliPg', 'bareWarm', 'cpuMs')} | ${fmtRatio('cliPg', 'bareWarm', 'rssKb')} |`);
   console.log('');
-  console.log(`Targets: embedded warm wall ≤ 1.15× bare — ${target('cliWarm', 'bareWarm', 'wallMs', 1.15)}; RSS ≤ 1.1× — ${target('cliWarm', 'bareWarm', 'rssKb', 1.1)}; ` +
-    `first run ≤ 2× warm — ${target('cliFirst', 'cliWarm', 'wallMs', 2)} (${fmtRatio('cliFirst', 'cliWarm', 'wallMs')}; ` +
+  console.log(`Targets: embedded warm wall ≤ 1.15× bare — ${target('cliWarm', 'bareWarm', 'wallMs', 1.15)} (CPU ${fmtRatio('cliWarm', 'bareWarm', 'cpuMs')}); RSS ≤ 1.1× — ${target('cliWarm', 'bareWarm', 'rssKb', 1.1)}; ` +
+    `first run ≤ 2× warm — ${target('cliFirst', 'cliWarm', 'wallMs', 2)} (${fmtRatio('cliFirst', 'cliWarm', 'wallMs')} wall, ${fmtRatio('cliFirst', 'cliWarm', 'cpuMs')} CPU; ` +
     `against a bare first run ${fmtRatio('cliFirst', 'bareFirst', 'wallMs')} wall, ${fmtRatio('cliFirst', 'bareFirst', 'rssKb')} RSS).`);
 }

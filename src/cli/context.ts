@@ -4,6 +4,8 @@ import type { Knex } from 'knex';
 // knex, knex-pglite and the drivers are imported where a command opens its database, not here:
 // `idlease next` on the embedded default runs on PGlite alone (withPGlite) and never loads them.
 import { DEFAULT_PGLITE_DIR, pgliteTarget, redact } from '../urls.js';
+import { preloadedPGlite } from '../embedded/preload.js';
+import { createFromTemplate, discardTemplateCopy } from '../embedded/template.js';
 import { acquireDirectoryLock, DEFAULT_LOCK_TIMEOUT_MS, type DirectoryLock, type LockHolder } from '../embedded/lock.js';
 import { connectionError, connectionProblem, describeConnectionProblem } from '../dialects/connection-errors.js';
 import { IdleaseError } from '../errors.js';
@@ -90,6 +92,7 @@ export async function withKnex<T>(cmd: Command, fn: (knex: Knex, db: OpenedDatab
     const held = await lockEmbedded(cmd, dir, options.viaServe !== undefined);
     if (!held.lock) return options.viaServe!(held.serve!);
     lock = held.lock;
+    await createFromTemplate(dir);
     const [{ default: knexFactory }, { embeddedConfig, knexLog }] = await Promise.all([import('knex'), import('../connect.js')]);
     knex = knexFactory({ ...embeddedConfig({ dir, lock }), log: knexLog(cliLog(cmd)) });
   } else {
@@ -130,22 +133,32 @@ export async function withPGlite<T>(cmd: Command, dir: string, fn: (session: Emb
   let db: PGlite | undefined;
   let knex: Knex | undefined;
   try {
-    // The lock made the directory's parent; PGlite makes the directory.
-    const { PGlite } = await import('@electric-sql/pglite');
-    try {
-      const opening = new PGlite(dir);
+    // The lock made the directory's parent; a new directory is copied from the template, or made by PGlite's initdb.
+    const [{ PGlite }, artifacts] = await Promise.all([import('@electric-sql/pglite'), preloadedPGlite()]);
+    const open = async () => {
+      const opening = new PGlite(dir, { ...artifacts });
       await opening.waitReady;
-      db = opening;
+      return opening;
+    };
+    try {
+      if (!(await createFromTemplate(dir, artifacts))) db = await open();
+      else {
+        db = await open().catch(() => {
+          // A copy that does not open (a damaged template): nothing was issued from it; make it by initdb.
+          discardTemplateCopy(dir);
+          return open();
+        });
+      }
     } catch (cause) {
       throw new IdleaseError('DB_UNAVAILABLE', `Cannot open the embedded database ${dir}: ${(cause as Error)?.message ?? String(cause)}`, { cause });
     }
-    const open = db;
+    const opened = db;
     return await fn({
-      db: open,
+      db: opened,
       knex: async () => {
         if (knex === undefined) {
           const [{ default: knexFactory }, { embeddedConfig, knexLog }] = await Promise.all([import('knex'), import('../connect.js')]);
-          knex = knexFactory({ ...embeddedConfig({ dir, open }), log: knexLog(cliLog(cmd)) });
+          knex = knexFactory({ ...embeddedConfig({ dir, open: opened }), log: knexLog(cliLog(cmd)) });
         }
         return knex;
       },

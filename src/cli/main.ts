@@ -1,4 +1,5 @@
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
+import { preloadPGlite } from '../embedded/preload.js';
 import { errorCategory, IdleaseError } from '../errors.js';
 
 /**
@@ -23,6 +24,15 @@ const COMMAND_MODULES: ReadonlyArray<readonly [names: readonly string[], registe
 
 /** Root options that take a value: the word after them is not the command. */
 const VALUE_OPTIONS = new Set(['--url', '--lock-wait']);
+
+/** The --url argv gives (`--url x` or `--url=x`), else $IDLEASE_URL. */
+function urlOf(argv: readonly string[]): string | undefined {
+  for (let i = argv.length - 1; i >= 0; i--) {
+    if (argv[i] === '--url') return argv[i + 1];
+    if (argv[i]!.startsWith('--url=')) return argv[i]!.slice('--url='.length);
+  }
+  return process.env.IDLEASE_URL;
+}
 
 /** The command argv names (its first word that is neither an option nor an option's value), if any. */
 function commandName(argv: readonly string[]): string | undefined {
@@ -74,6 +84,11 @@ Examples:
 
 /** Run the CLI; returns the exit code (0 ok, 1 runtime failure, 2 bad input). */
 export async function main(argv: string[]): Promise<number> {
+  // `next` on an embedded directory spends most of its time starting PGlite: compile its WASM
+  // while the command's code loads. Only a guess (commander decides what runs); the directory
+  // is opened later, under its lock.
+  const url = urlOf(argv);
+  if (commandName(argv) === 'next' && (url === undefined || (url.startsWith('pglite:') && url !== 'pglite:memory'))) preloadPGlite();
   let program: Command;
   try {
     program = await buildProgram(argv);
