@@ -7,8 +7,8 @@ import type { SqlExecutor } from '../dialects/sql.js';
 import { isMigrated, migrate } from '../migrations/migrate.js';
 import { addTag, bumpTag, listTags, setStep } from '../segment/admin.js';
 import { createSegmentAllocator } from '../segment/allocator.js';
-import type { SegmentAllocatorOptions } from '../segment/options.js';
-import { sqlSegmentStore } from '../segment/store.js';
+import { resolveSegmentOptions, type SegmentAllocatorOptions } from '../segment/options.js';
+import { sqlSegmentStore, type SegmentStore } from '../segment/store.js';
 import { pgliteTarget } from '../urls.js';
 import { describeTarget, embeddedDir, positiveInt, print, targetUrl, withKnex, withPGlite } from './context.js';
 import { drawThroughServe } from './via-serve.js';
@@ -31,6 +31,30 @@ async function prepare(cmd: Command, knex: Knex, flags: TableFlags): Promise<voi
 async function migrateEmbedded(db: SqlExecutor, knex: () => Promise<Knex>, flags: TableFlags): Promise<void> {
   const options = { schema: flags.schema, segments: { table: flags.table } };
   if (!(await isMigrated(db, options))) await migrate(await knex(), options);
+}
+
+/**
+ * `next -n N` on an embedded directory, in one statement: the lock keeps every other process
+ * out, so a lease of exactly N is what the allocator's read, lease and give-back of the unused
+ * tail end in (three statements). Undefined — near 2^63−1, or any failure — leaves it to the
+ * allocator, which leases afresh and says what went wrong in its own words: at worst a range
+ * this attempt leased is skipped, never handed out twice.
+ */
+async function leaseExactly(store: SegmentStore, tag: string, count: number, create: { start?: string; step?: number } | undefined): Promise<bigint[] | undefined> {
+  const resolved = resolveSegmentOptions({ store, tag, ...(create ? { create } : {}) });
+  try {
+    let res = await store.lease(resolved.tag, count);
+    if (res.kind === 'unknown' && resolved.create) {
+      const c = resolved.create;
+      await store.create(resolved.tag, c.start - 1n, c.step, c.description);
+      res = await store.lease(resolved.tag, count);
+    }
+    if (res.kind !== 'leased') return undefined;
+    const first = res.end - BigInt(count) + 1n;
+    return Array.from({ length: count }, (_, i) => first + BigInt(i));
+  } catch {
+    return undefined;
+  }
 }
 
 function startArg(value: string): string {
@@ -88,7 +112,8 @@ back on exit), and never repeat an ID. On a server database run \`idlease migrat
               async (session) => {
                 const db = pgliteExecutor(session.db);
                 await migrateEmbedded(db, session.knex, flags);
-                return draw({ store: sqlSegmentStore(db, { table: flags.table, schema: flags.schema }) });
+                const store = sqlSegmentStore(db, { table: flags.table, schema: flags.schema });
+                return (await leaseExactly(store, tag, flags.count, create)) ?? draw({ store });
               },
               { viaServe },
             )
