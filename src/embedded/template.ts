@@ -20,6 +20,7 @@
  * per PGlite version, ~40 MB). IDLEASE_CACHE_DIR=off makes every new directory by initdb.
  */
 import fs from 'node:fs';
+import fsp from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
@@ -71,6 +72,33 @@ async function template(cacheDir: string, artifacts: PGliteArtifacts | undefined
 }
 
 /**
+ * Copy a directory tree file by file, several files at a time (fs.cpSync copies ~1,000 files
+ * one after another: most of a first run). Each file is a copy of its own — a reflink where the
+ * filesystem has them (copy-on-write), bytes otherwise — never a link to the template's file.
+ */
+async function copyTree(from: string, to: string): Promise<void> {
+  const files: string[] = [];
+  const walk = async (rel: string): Promise<void> => {
+    await fsp.mkdir(path.join(to, rel));
+    for (const entry of await fsp.readdir(path.join(from, rel), { withFileTypes: true })) {
+      const child = path.join(rel, entry.name);
+      if (entry.isDirectory()) await walk(child);
+      else if (entry.isFile()) files.push(child);
+      else throw new Error(`unexpected entry in the template: ${child}`);
+    }
+  };
+  await walk('');
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < files.length) {
+      const file = files[next++]!;
+      await fsp.copyFile(path.join(from, file), path.join(to, file), fs.constants.COPYFILE_FICLONE);
+    }
+  };
+  await Promise.all(Array.from({ length: 8 }, worker));
+}
+
+/**
  * Make `dir` from the template when it does not exist yet. Call only while holding the
  * directory's lock, before PGlite opens it. True when `dir` was made here (PGlite then finds
  * a database and does not run initdb); false leaves everything to PGlite. Never throws.
@@ -84,7 +112,7 @@ export async function createFromTemplate(dir: string, artifacts?: PGliteArtifact
     if (cacheDir === undefined) return false;
     const source = await template(cacheDir, artifacts);
     if (source === undefined) return false;
-    fs.cpSync(source, scratch, { recursive: true, errorOnExist: true, force: false });
+    await copyTree(source, scratch);
     // Not rename over anything: the lock keeps other idlease processes out, but not a user's mkdir.
     if (fs.existsSync(target)) return false;
     fs.renameSync(scratch, target);
