@@ -4,9 +4,9 @@ import knexFactory, { type Knex } from 'knex';
 import { embeddedKnexConfig, type EmbeddedConnection } from './embedded/client.js';
 import { DEFAULT_LOCK_TIMEOUT_MS } from './embedded/lock.js';
 import { IdleaseError } from './errors.js';
+import { DEFAULT_PGLITE_DIR, pgliteTarget, redact } from './urls.js';
 
-/** Where the embedded default database lives when no URL is given. */
-export const DEFAULT_PGLITE_DIR = path.join('.idlease', 'pglite');
+export { DEFAULT_PGLITE_DIR, pgliteTarget, redact };
 
 export interface ConnectOptions {
   /** Pool size for server databases (PGlite is always one connection). Default 4. */
@@ -71,22 +71,6 @@ export function knexLog(write: (line: string) => void): Knex.Config['log'] {
 
 const toStderr = (line: string) => void process.stderr.write(line + '\n');
 
-/**
- * Where a PGlite URL keeps its data: `{ dir }`, `{ dir: undefined }` for pglite:memory, or
- * undefined when the URL is not PGlite. Undefined URL → the embedded default directory.
- */
-export function pgliteTarget(url: string | undefined): { dir: string | undefined } | undefined {
-  if (url === undefined) return { dir: DEFAULT_PGLITE_DIR };
-  if (!url.startsWith('pglite:')) return undefined;
-  const target = url.slice('pglite:'.length).replace(/^\/\//, '');
-  if (target === 'memory') return { dir: undefined };
-  if (target === '') {
-    // An unset variable in a deploy script (`pglite:$DIR`) must not turn into a database that forgets every ID.
-    throw new IdleaseError('BAD_CONFIG', 'The PGlite URL "pglite:" names no directory. Use pglite:<dir> (kept on disk) or, for a throwaway database, pglite:memory.');
-  }
-  return { dir: target };
-}
-
 function driverConfig(url: string | undefined, options: ConnectOptions): Knex.Config {
   const poolMax = options.poolMax ?? 4;
   if (url === '') {
@@ -139,11 +123,6 @@ function driverConfig(url: string | undefined, options: ConnectOptions): Knex.Co
         `Unsupported database URL scheme ${JSON.stringify(parsed.protocol)}. Use mysql://, mariadb://, postgres:// or pglite:<dir>.`,
       );
   }
-}
-
-/** A URL fit for messages and logs: the password replaced. */
-export function redact(url: string): string {
-  return url.replace(/\/\/([^:@/]*):[^@/]*@/, '//$1:***@');
 }
 
 /** The knex config of a PGlite database (the directory's parent created); the CLI hands over a lock it already took. */

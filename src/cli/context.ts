@@ -1,6 +1,11 @@
 import { InvalidArgumentError, type Command } from 'commander';
-import knexFactory, { type Knex } from 'knex';
-import { connect, DEFAULT_PGLITE_DIR, embeddedConfig, knexLog, pgliteTarget, redact } from '../connect.js';
+import type { PGlite } from '@electric-sql/pglite';
+import type { Knex } from 'knex';
+// knex, knex-pglite and the drivers are imported where a command opens its database, not here:
+// `idlease next` on the embedded default runs on PGlite alone (withPGlite) and never loads them.
+import { DEFAULT_PGLITE_DIR, pgliteTarget, redact } from '../urls.js';
+import { preloadedPGlite } from '../embedded/preload.js';
+import { createFromTemplate, discardTemplateCopy } from '../embedded/template.js';
 import { acquireDirectoryLock, DEFAULT_LOCK_TIMEOUT_MS, type DirectoryLock, type LockHolder } from '../embedded/lock.js';
 import { connectionErrorWithin, connectionProblem, describeConnectionProblem, isConfigProblem } from '../dialects/connection-errors.js';
 import { IdleaseError } from '../errors.js';
@@ -26,7 +31,8 @@ export function globals(cmd: Command): GlobalOptions {
 }
 
 /** A knex handle for a CLI command: knex's own log lines (stack traces included) only with --verbose. */
-export function openDatabase(cmd: Command, url: string | undefined, poolMax?: number): Knex {
+export async function openDatabase(cmd: Command, url: string | undefined, poolMax?: number): Promise<Knex> {
+  const { connect } = await import('../connect.js');
   return connect(url, { poolMax, connectTimeoutMs: waitMs(cmd), log: cliLog(cmd), lockTimeoutMs: globals(cmd).lockWait });
 }
 
@@ -64,6 +70,22 @@ export interface WithKnexOptions<T> {
   readonly allowMemory?: boolean;
 }
 
+/**
+ * Take an embedded directory's lock for a command, waiting as --lock-wait says; undefined when
+ * `idlease serve` holds it and the command goes through the server instead (`serve` is set).
+ */
+async function lockEmbedded(cmd: Command, dir: string, viaServe: boolean): Promise<{ lock?: DirectoryLock; serve?: NonNullable<LockHolder['serve']> }> {
+  let serve: LockHolder['serve'];
+  const lock = await acquireDirectoryLock(dir, {
+    timeoutMs: globals(cmd).lockWait ?? DEFAULT_LOCK_TIMEOUT_MS,
+    stopWaiting: (holder) => {
+      serve = viaServe ? holder?.serve : undefined;
+      return serve !== undefined;
+    },
+  });
+  return lock ? { lock } : { serve: serve! };
+}
+
 /** Open the database the user named (or the embedded PGlite), run `fn`, always close. */
 export async function withKnex<T>(cmd: Command, fn: (knex: Knex, db: OpenedDatabase) => Promise<T>, options: WithKnexOptions<T> = {}): Promise<T> {
   const url = targetUrl(cmd);
@@ -75,19 +97,14 @@ export async function withKnex<T>(cmd: Command, fn: (knex: Knex, db: OpenedDatab
   }
   if (embedded?.dir !== undefined) {
     const dir = embedded.dir;
-    const viaServe = options.viaServe;
-    let serve: LockHolder['serve'];
-    lock = await acquireDirectoryLock(dir, {
-      timeoutMs: globals(cmd).lockWait ?? DEFAULT_LOCK_TIMEOUT_MS,
-      stopWaiting: (holder) => {
-        serve = viaServe ? holder?.serve : undefined;
-        return serve !== undefined;
-      },
-    });
-    if (!lock) return viaServe!(serve!);
+    const held = await lockEmbedded(cmd, dir, options.viaServe !== undefined);
+    if (!held.lock) return options.viaServe!(held.serve!);
+    lock = held.lock;
+    await createFromTemplate(dir);
+    const [{ default: knexFactory }, { embeddedConfig, knexLog }] = await Promise.all([import('knex'), import('../connect.js')]);
     knex = knexFactory({ ...embeddedConfig({ dir, lock }), log: knexLog(cliLog(cmd)) });
   } else {
-    knex = openDatabase(cmd, url);
+    knex = await openDatabase(cmd, url);
   }
   try {
     await refuseBadConnection(knex, url, waitMs(cmd));
@@ -96,6 +113,71 @@ export async function withKnex<T>(cmd: Command, fn: (knex: Knex, db: OpenedDatab
     await knex.destroy();
     // A lock whose connection never opened was never handed to PGlite.
     lock?.release();
+  }
+}
+
+/** The embedded directory a command would open (--url pglite:<dir> or the default), or undefined for a server or pglite:memory. */
+export function embeddedDir(cmd: Command): string | undefined {
+  return pgliteTarget(targetUrl(cmd))?.dir;
+}
+
+export interface EmbeddedSession {
+  readonly db: PGlite;
+  /**
+   * knex on the same open PGlite, made on first call (loading knex then): for what needs knex,
+   * such as migrating a directory that is not current. It never closes the PGlite.
+   */
+  knex(): Promise<Knex>;
+}
+
+/**
+ * `withKnex` for an embedded directory without knex: the directory's lock first, then PGlite,
+ * then `fn`; PGlite is closed before the lock is let go, as EmbeddedClient does.
+ */
+export async function withPGlite<T>(cmd: Command, dir: string, fn: (session: EmbeddedSession) => Promise<T>, options: WithKnexOptions<T> = {}): Promise<T> {
+  const held = await lockEmbedded(cmd, dir, options.viaServe !== undefined);
+  if (!held.lock) return options.viaServe!(held.serve!);
+  const lock = held.lock;
+  let db: PGlite | undefined;
+  let knex: Knex | undefined;
+  try {
+    // The lock made the directory's parent; a new directory is copied from the template, or made by PGlite's initdb.
+    const [{ PGlite }, artifacts] = await Promise.all([import('@electric-sql/pglite'), preloadedPGlite()]);
+    const open = async () => {
+      const opening = new PGlite(dir, { ...artifacts });
+      await opening.waitReady;
+      return opening;
+    };
+    try {
+      if (!(await createFromTemplate(dir, artifacts))) db = await open();
+      else {
+        db = await open().catch(() => {
+          // A copy that does not open (a damaged template): nothing was issued from it; make it by initdb.
+          discardTemplateCopy(dir);
+          return open();
+        });
+      }
+    } catch (cause) {
+      throw new IdleaseError('DB_UNAVAILABLE', `Cannot open the embedded database ${dir}: ${(cause as Error)?.message ?? String(cause)}`, { cause });
+    }
+    const opened = db;
+    return await fn({
+      db: opened,
+      knex: async () => {
+        if (knex === undefined) {
+          const [{ default: knexFactory }, { embeddedConfig, knexLog }] = await Promise.all([import('knex'), import('../connect.js')]);
+          knex = knexFactory({ ...embeddedConfig({ dir, open: opened }), log: knexLog(cliLog(cmd)) });
+        }
+        return knex;
+      },
+    });
+  } finally {
+    try {
+      await knex?.destroy();
+      if (db !== undefined && !db.closed) await db.close();
+    } finally {
+      lock.release();
+    }
   }
 }
 

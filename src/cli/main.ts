@@ -1,16 +1,58 @@
 import { Command, CommanderError } from 'commander';
-import { redact } from '../connect.js';
+import { preloadPGlite } from '../embedded/preload.js';
 import { errorCategory, IdleaseError } from '../errors.js';
-import { registerMigrate, type MigrateFlagContributor } from './migrate.js';
-import { registerSegmentCommands } from './segment.js';
-import { registerTicketCommands, ticketMigrateFlags } from './tickets.js';
-import { nextIdMigrateFlags, registerNextIdAdminCommands, registerNextIdCommands } from './next-id.js';
-import { registerServeCommand } from './serve.js';
-import { registerSnowflakeCommands } from './snowflake.js';
+import { redact } from '../urls.js';
 import { lockSecondsArg, secondsArg } from './context.js';
 import { packageVersion } from './version.js';
 
-export function buildProgram(): Command {
+/**
+ * Each command's module, loaded only when the command runs: the modules import what their
+ * commands need (knex, mysql2, pg, prom-client, pino, node:http), and `idlease next` on the
+ * embedded database needs none of it. Listed in the order `idlease --help` shows them.
+ */
+const COMMAND_MODULES: ReadonlyArray<readonly [names: readonly string[], register: (program: Command) => Promise<void>]> = [
+  [['migrate'], async (program) => {
+    const [{ registerMigrate }, { ticketMigrateFlags }, { nextIdMigrateFlags }] = await Promise.all([
+      import('./migrate.js'), import('./tickets.js'), import('./next-id.js'),
+    ]);
+    registerMigrate(program, [ticketMigrateFlags, nextIdMigrateFlags]);
+  }],
+  [['next', 'tag'], async (program) => (await import('./segment.js')).registerSegmentCommands(program)],
+  [['tickets'], async (program) => (await import('./tickets.js')).registerTicketCommands(program)],
+  [['decode'], async (program) => (await import('./next-id.js')).registerNextIdCommands(program)],
+  [['next-id'], async (program) => (await import('./next-id.js')).registerNextIdAdminCommands(program)],
+  [['serve'], async (program) => (await import('./serve.js')).registerServeCommand(program)],
+  [['snowflake', 'workers'], async (program) => (await import('./snowflake.js')).registerSnowflakeCommands(program)],
+];
+
+/** Root options that take a value: the word after them is not the command. */
+const VALUE_OPTIONS = new Set(['--url', '--wait', '--lock-wait']);
+
+/** The --url argv gives (`--url x` or `--url=x`), else $IDLEASE_URL. */
+function urlOf(argv: readonly string[]): string | undefined {
+  for (let i = argv.length - 1; i >= 0; i--) {
+    if (argv[i] === '--url') return argv[i + 1];
+    if (argv[i]!.startsWith('--url=')) return argv[i]!.slice('--url='.length);
+  }
+  return process.env.IDLEASE_URL;
+}
+
+/** The command argv names (its first word that is neither an option nor an option's value), if any. */
+function commandName(argv: readonly string[]): string | undefined {
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === '--') return argv[i + 1];
+    if (VALUE_OPTIONS.has(arg)) i++;
+    else if (!arg.startsWith('-')) return arg;
+  }
+  return undefined;
+}
+
+/**
+ * The program with the commands `argv` can reach: only its command's module when it names a
+ * known one, every module otherwise (help, a typo that commander answers with the list).
+ */
+export async function buildProgram(argv?: readonly string[]): Promise<Command> {
   const program = new Command('idlease')
     .description('Unique 64-bit IDs from the MySQL/MariaDB and PostgreSQL you already run.')
     .option('--url <url>', 'database: mysql://…, mariadb://…, postgres://…, pglite:<dir> (default: $IDLEASE_URL, else embedded PGlite in ./.idlease/)')
@@ -28,14 +70,9 @@ export function buildProgram(): Command {
       write(parseErrorLine(str));
     },
   });
-  const contributors: MigrateFlagContributor[] = [ticketMigrateFlags, nextIdMigrateFlags];
-  registerMigrate(program, contributors);
-  registerSegmentCommands(program);
-  registerTicketCommands(program);
-  registerNextIdCommands(program);
-  registerNextIdAdminCommands(program);
-  registerServeCommand(program);
-  registerSnowflakeCommands(program);
+  const name = argv === undefined ? undefined : commandName(argv);
+  const wanted = COMMAND_MODULES.filter(([names]) => name !== undefined && names.includes(name));
+  for (const [, register] of wanted.length > 0 ? wanted : COMMAND_MODULES) await register(program);
   program.addHelpText('after', `
 Examples:
   idlease migrate                      create the embedded database and the segment table
@@ -47,7 +84,19 @@ Examples:
 
 /** Run the CLI; returns the exit code (0 ok, 1 runtime failure, 2 bad input). */
 export async function main(argv: string[]): Promise<number> {
-  const program = buildProgram();
+  // `next` on an embedded directory spends most of its time starting PGlite: compile its WASM
+  // while the command's code loads. Only a guess (commander decides what runs); the directory
+  // is opened later, under its lock.
+  const url = urlOf(argv);
+  if (commandName(argv) === 'next' && (url === undefined || (url.startsWith('pglite:') && url !== 'pglite:memory'))) preloadPGlite();
+  let program: Command;
+  try {
+    program = await buildProgram(argv);
+  } catch (err) {
+    process.stderr.write(`idlease: INTERNAL: ${oneLine((err as Error)?.message ?? String(err))} (rerun with --verbose and report it)\n`);
+    if (argv.includes('--verbose')) printCauses(err);
+    return 1;
+  }
   try {
     await program.parseAsync(argv, { from: 'user' });
     return 0;

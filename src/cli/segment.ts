@@ -1,11 +1,16 @@
 import { Command, InvalidArgumentError } from 'commander';
 import type { Knex } from 'knex';
 import { IdleaseError } from '../errors.js';
-import { migrate } from '../migrations/migrate.js';
+import { knexExecutor } from '../drivers/knex.js';
+import { pgliteExecutor } from '../drivers/pglite.js';
+import type { SqlExecutor } from '../dialects/sql.js';
+import { isMigrated, migrate } from '../migrations/migrate.js';
 import { addTag, bumpTag, listTags, setStep } from '../segment/admin.js';
 import { createSegmentAllocator } from '../segment/allocator.js';
-import { pgliteTarget } from '../connect.js';
-import { describeTarget, positiveInt, print, targetUrl, waitMs, withKnex } from './context.js';
+import { resolveSegmentOptions, type SegmentAllocatorOptions } from '../segment/options.js';
+import { sqlSegmentStore, type SegmentStore } from '../segment/store.js';
+import { pgliteTarget } from '../urls.js';
+import { describeTarget, embeddedDir, positiveInt, print, targetUrl, waitMs, withKnex, withPGlite } from './context.js';
 import { drawThroughServe } from './via-serve.js';
 
 interface TableFlags {
@@ -19,7 +24,37 @@ function isEmbedded(cmd: Command): boolean {
 }
 
 async function prepare(cmd: Command, knex: Knex, flags: TableFlags): Promise<void> {
-  if (isEmbedded(cmd)) await migrate(knex, { schema: flags.schema, segments: { table: flags.table } });
+  if (isEmbedded(cmd)) await migrateEmbedded(knexExecutor(knex), async () => knex, flags);
+}
+
+/** Migrate an embedded database on use; one SELECT when it is already current, knex's migrator only when it is not. */
+async function migrateEmbedded(db: SqlExecutor, knex: () => Promise<Knex>, flags: TableFlags): Promise<void> {
+  const options = { schema: flags.schema, segments: { table: flags.table } };
+  if (!(await isMigrated(db, options))) await migrate(await knex(), options);
+}
+
+/**
+ * `next -n N` on an embedded directory, in one statement: the lock keeps every other process
+ * out, so a lease of exactly N is what the allocator's read, lease and give-back of the unused
+ * tail end in (three statements). Undefined — near 2^63−1, or any failure — leaves it to the
+ * allocator, which leases afresh and says what went wrong in its own words: at worst a range
+ * this attempt leased is skipped, never handed out twice.
+ */
+async function leaseExactly(store: SegmentStore, tag: string, count: number, create: { start?: string; step?: number } | undefined): Promise<bigint[] | undefined> {
+  const resolved = resolveSegmentOptions({ store, tag, ...(create ? { create } : {}) });
+  try {
+    let res = await store.lease(resolved.tag, count);
+    if (res.kind === 'unknown' && resolved.create) {
+      const c = resolved.create;
+      await store.create(resolved.tag, c.start - 1n, c.step, c.description);
+      res = await store.lease(resolved.tag, count);
+    }
+    if (res.kind !== 'leased') return undefined;
+    const first = res.end - BigInt(count) + 1n;
+    return Array.from({ length: count }, (_, i) => first + BigInt(i));
+  } catch {
+    return undefined;
+  }
 }
 
 function startArg(value: string): string {
@@ -51,26 +86,46 @@ back on exit), and never repeat an ID. On a server database run \`idlease migrat
     .action(async (tag: string, flags: TableFlags & { count: number; create?: boolean; start?: string; step?: number }, self: Command) => {
       if (flags.count > 1_000_000) throw new IdleaseError('BAD_ARGUMENT', `-n must be at most 1000000, got ${flags.count}; run the command again for more.`);
       const create = flags.create || isEmbedded(self) ? { start: flags.start, step: flags.step } : undefined;
-      const ids = await withKnex(
-        self,
-        async (knex) => {
-          await prepare(self, knex, flags);
-          const alloc = createSegmentAllocator({
-            knex, tag, table: flags.table, schema: flags.schema,
-            ...(create ? { create } : {}),
-            // One short-lived process: lease what is asked for (at least the row's step), nothing more.
-            targetLeaseMs: 1,
-            preloadMs: 0,
-            waitTimeoutMs: waitMs(self),
-          });
-          try {
-            return await alloc.nextBatch(flags.count);
-          } finally {
-            await alloc.close();
-          }
-        },
-        { viaServe: (serve) => drawThroughServe(serve, { tag, count: flags.count, table: flags.table, schema: flags.schema, ...(create ? { create } : {}) }) },
-      );
+      const draw = async (source: Pick<SegmentAllocatorOptions, 'knex' | 'store'>) => {
+        const alloc = createSegmentAllocator({
+          ...source, tag, table: flags.table, schema: flags.schema,
+          ...(create ? { create } : {}),
+          // One short-lived process: lease what is asked for (at least the row's step), nothing more.
+          targetLeaseMs: 1,
+          preloadMs: 0,
+          waitTimeoutMs: waitMs(self),
+        });
+        try {
+          return await alloc.nextBatch(flags.count);
+        } finally {
+          await alloc.close();
+        }
+      };
+      const viaServe = (serve: Parameters<typeof drawThroughServe>[0]) =>
+        drawThroughServe(serve, { tag, count: flags.count, table: flags.table, schema: flags.schema, ...(create ? { create } : {}) });
+      const dir = embeddedDir(self);
+      // The embedded directory runs on PGlite alone: knex is loaded only if it must be migrated.
+      const ids =
+        dir !== undefined
+          ? await withPGlite(
+              self,
+              dir,
+              async (session) => {
+                const db = pgliteExecutor(session.db);
+                await migrateEmbedded(db, session.knex, flags);
+                const store = sqlSegmentStore(db, { table: flags.table, schema: flags.schema });
+                return (await leaseExactly(store, tag, flags.count, create)) ?? draw({ store });
+              },
+              { viaServe },
+            )
+          : await withKnex(
+              self,
+              async (knex) => {
+                await prepare(self, knex, flags);
+                return draw({ knex });
+              },
+              { viaServe },
+            );
       print(self, ids.map(String), { tag, ids });
     });
 

@@ -74,7 +74,7 @@ async function withServers<T>(self: Command, flags: ServerFlags, fn: (servers: A
   if (offsets.length !== urls.length) {
     throw new IdleaseError('BAD_CONFIG', `--offsets names ${offsets.length} offsets for ${urls.length} servers; give one offset per --server.`);
   }
-  const knexes = urls.map((u) => openDatabase(self, u, 2));
+  const knexes = await Promise.all(urls.map((u) => openDatabase(self, u, 2)));
   try {
     // A server that is down is the allocator's business (failover); a wrong password is not.
     await Promise.all(knexes.map((k, i) => refuseBadConnection(k, urls[i], 0, false)));
@@ -165,7 +165,7 @@ Examples:
     .option('--margin <n>', 'start this many IDs above the global maximum (after a failover that may have lost draws; docs/failover.md)', nonNegativeBig)
     .action(async (flags: ServerFlags & { retire: string[]; margin?: bigint }, self: Command) => {
       await withServers(self, flags, async (servers) => {
-        const retired = flags.retire.map((u) => ({ knex: openDatabase(self, u, 2), name: redact(u) }));
+        const retired = await Promise.all(flags.retire.map(async (u) => ({ knex: await openDatabase(self, u, 2), name: redact(u) })));
         try {
           await Promise.all(retired.map((x, i) => refuseBadConnection(x.knex, flags.retire[i], 0, false)));
           const r = await reshardTickets({ servers, increment: flags.increment, sequence: flags.sequence, retire: retired, margin: flags.margin });

@@ -16,6 +16,12 @@ export interface EmbeddedConnection {
   readonly lock?: DirectoryLock;
   /** How long the first connection waits for another process's lock. */
   readonly lockTimeoutMs?: number;
+  /**
+   * A PGlite the caller already opened under the directory's lock (the CLI, which migrates
+   * through knex only when the directory needs it): knex uses it and never closes it; the
+   * caller closes it, then releases its lock.
+   */
+  readonly open?: PGlite;
 }
 
 type OpenPGlite = PGlite & { idleaseLock?: DirectoryLock };
@@ -37,7 +43,8 @@ class EmbeddedClient extends Base {
   }
 
   async _acquireOnlyConnection(): Promise<OpenPGlite> {
-    const { dir, lockTimeoutMs } = this.config.connection;
+    const { dir, lockTimeoutMs, open } = this.config.connection;
+    if (open !== undefined) return open;
     const { PGlite } = await import('@electric-sql/pglite');
     if (dir === undefined) {
       const db = new PGlite();
@@ -58,6 +65,7 @@ class EmbeddedClient extends Base {
   }
 
   async destroyRawConnection(connection: OpenPGlite): Promise<void> {
+    if (connection === this.config.connection.open) return;
     try {
       if (!connection.closed) await connection.close();
     } finally {

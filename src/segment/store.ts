@@ -42,7 +42,7 @@ export interface SqlSegmentStoreOptions {
 }
 
 /** A store on a table reached through any client adapter: the one implementation behind knex and the raw pools. */
-function sqlSegmentStore(db: SqlExecutor, options: SqlSegmentStoreOptions): SegmentStore {
+export function sqlSegmentStore(db: SqlExecutor, options: SqlSegmentStoreOptions): SegmentStore {
   const ref: SegmentTableRef = {
     table: validateIdentifier(options.table ?? DEFAULT_SEGMENT_TABLE, 'table'),
     schema: options.schema === undefined ? undefined : validateIdentifier(options.schema, 'schema'),

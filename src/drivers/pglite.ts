@@ -1,0 +1,21 @@
+import { dollarPlaceholders, type SqlExecutor } from '../dialects/sql.js';
+
+/** The part of an open PGlite idlease uses. */
+export interface PGliteQueryable {
+  query(text: string, params: unknown[], options: { rowMode: 'array' }): Promise<{ rows: unknown[]; affectedRows?: number }>;
+}
+
+/**
+ * PGlite without knex: what `idlease next` runs on the embedded database, so that a run loads
+ * neither knex nor knex-pglite. int8 never reaches PGlite's parsers: idlease's statements
+ * read it cast to text.
+ */
+export function pgliteExecutor(db: PGliteQueryable): SqlExecutor {
+  return Object.freeze({
+    flavor: 'pglite' as const,
+    async run(text: string, values: readonly (string | number)[]) {
+      const res = await db.query(dollarPlaceholders(text), [...values], { rowMode: 'array' });
+      return { rows: res.rows as unknown[][], affected: res.affectedRows ?? 0 };
+    },
+  });
+}
