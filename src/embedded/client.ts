@@ -19,9 +19,10 @@ export interface EmbeddedConnection {
   /**
    * A PGlite the caller already opened under the directory's lock (the CLI, which migrates
    * through knex only when the directory needs it): knex uses it and never closes it; the
-   * caller closes it, then releases its lock.
+   * caller closes it, then releases its lock. Typed loosely on purpose: this interface reaches
+   * the published declarations, and PGlite's need the DOM and Emscripten types an app may not have.
    */
-  readonly open?: PGlite;
+  readonly open?: object;
 }
 
 type OpenPGlite = PGlite & { idleaseLock?: DirectoryLock };
@@ -44,7 +45,7 @@ class EmbeddedClient extends Base {
 
   async _acquireOnlyConnection(): Promise<OpenPGlite> {
     const { dir, lockTimeoutMs, open } = this.config.connection;
-    if (open !== undefined) return open;
+    if (open !== undefined) return open as OpenPGlite;
     const { PGlite } = await import('@electric-sql/pglite');
     if (dir === undefined) {
       const db = new PGlite();
