@@ -77,3 +77,19 @@ export const ERROR_CATEGORIES: Readonly<Record<IdleaseErrorCode, IdleaseErrorCat
 export function errorCategory(err: unknown): IdleaseErrorCategory | undefined {
   return isIdleaseError(err) ? ERROR_CATEGORIES[err.code] : undefined;
 }
+
+/**
+ * Whether trying again can stop this code from recurring: only `unavailable` codes recover by
+ * themselves; the others (client, config, invariant) need a person. Read by code so that a store
+ * built on its own copy of idlease is judged the same. `retriedAnyway` lists codes a caller keeps
+ * retrying although the table says otherwise (each names why).
+ */
+export function isFatalCode(code: unknown, retriedAnyway: readonly IdleaseErrorCode[] = []): boolean {
+  if (typeof code !== 'string' || !Object.hasOwn(ERROR_CATEGORIES, code)) return false;
+  return ERROR_CATEGORIES[code as IdleaseErrorCode] !== 'unavailable' && !retriedAnyway.includes(code as IdleaseErrorCode);
+}
+
+/** The lease loops' question: retry after `err`? Anything but an IdleaseError with a fatal code (see isFatalCode) is retried. */
+export function isRetryable(err: unknown, retriedAnyway: readonly IdleaseErrorCode[] = []): boolean {
+  return !(isIdleaseError(err) && isFatalCode(err.code, retriedAnyway));
+}

@@ -18,3 +18,15 @@ export function validateIdentifier(value: unknown, option: string): string {
   }
   return value;
 }
+
+/** The segment table's name when none is given: runtime options and migrate both default to it. */
+export const DEFAULT_SEGMENT_TABLE = 'idlease_segments';
+
+/** A ticket sequence name: an identifier that fits in idlease_tickets_<name> (48 characters at most). */
+export function validateSequenceName(value: unknown, option: string): string {
+  const name = validateIdentifier(value, option);
+  if (name.length > 48) {
+    throw new IdleaseError('BAD_CONFIG', `${option} must be at most 48 characters (it becomes idlease_tickets_<name>), got ${name.length}.`);
+  }
+  return name;
+}

@@ -10,6 +10,7 @@
  */
 import { IdleaseError } from '../errors.js';
 import { MAX_INT64, unsafeNumberError } from '../ids.js';
+import { intOption, rejectUnknownKeys } from '../validate.js';
 
 export interface LayoutOptions {
   /** Bits for milliseconds since `epoch`. Default 41 (69 years). */
@@ -65,13 +66,11 @@ export function layoutPreset(name: unknown): IdLayout {
 /** The sign bit stays clear: an ID is never negative, whatever the time. */
 export const MAX_LAYOUT_BITS = 63;
 
+const LAYOUT_KEYS = ['timeBits', 'shardBits', 'sequenceBits', 'epoch', 'epochMs', 'timeUnitMs', 'order'];
+
 // Shard and sequence come back from SQL as integer (int4) and live in JS numbers: 31 bits at most.
 function bits(value: unknown, option: string, fallback: number, max: number): number {
-  const v = value ?? fallback;
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > max) {
-    throw new IdleaseError('BAD_CONFIG', `${option} must be an integer from 1 to ${max}, got ${String(value)}. Example: ${option}: ${fallback}.`);
-  }
-  return v;
+  return intOption(value, option, { min: 1, max, default: fallback });
 }
 
 /** Unix milliseconds from a Date, a number or an ISO string; refused when unparseable. */
@@ -101,15 +100,9 @@ export function resolveLayout(input: LayoutOptions | IdLayout = {}, nowMs: numbe
   if (input === null || typeof input !== 'object') {
     throw new IdleaseError('BAD_CONFIG', 'layout must be an object such as { timeBits: 41, shardBits: 10, sequenceBits: 12 }.');
   }
-  const known = new Set(['timeBits', 'shardBits', 'sequenceBits', 'epoch', 'epochMs', 'timeUnitMs', 'order']);
-  for (const key of Object.keys(input)) {
-    if (!known.has(key)) throw new IdleaseError('BAD_CONFIG', `layout: unknown option ${JSON.stringify(key)}. Known: timeBits, shardBits, sequenceBits, epoch, timeUnitMs, order.`);
-  }
-  const timeUnitMs = input.timeUnitMs ?? 1;
+  rejectUnknownKeys(input, LAYOUT_KEYS, 'layout');
   // A day per step is already coarser than any use; the cap keeps unit * field inside a Date.
-  if (typeof timeUnitMs !== 'number' || !Number.isInteger(timeUnitMs) || timeUnitMs < 1 || timeUnitMs > 86_400_000) {
-    throw new IdleaseError('BAD_CONFIG', `timeUnitMs must be an integer from 1 to 86400000, got ${String(input.timeUnitMs)}. Example: timeUnitMs: 10 (sonyflake).`);
-  }
+  const timeUnitMs = intOption(input.timeUnitMs, 'timeUnitMs', { min: 1, max: 86_400_000, default: 1, example: '10 (sonyflake)' });
   const order = input.order ?? 'shard-sequence';
   if (order !== 'shard-sequence' && order !== 'sequence-shard') {
     throw new IdleaseError('BAD_CONFIG', `order must be 'shard-sequence' or 'sequence-shard', got ${JSON.stringify(input.order)}.`);
@@ -170,10 +163,7 @@ export function layoutLimits(layout: IdLayout): LayoutLimits {
 /** Refuse a shard id the layout cannot hold. */
 export function validateShard(value: unknown, layout: IdLayout, option = 'shard'): number {
   const max = 2 ** layout.shardBits - 1;
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > max) {
-    throw new IdleaseError('BAD_CONFIG', `${option} must be an integer from 0 to ${max} (shardBits ${layout.shardBits}), got ${String(value)}.`);
-  }
-  return value;
+  return intOption(value, option, { min: 0, max, unit: `shardBits ${layout.shardBits}` });
 }
 
 export interface IdParts {

@@ -18,7 +18,7 @@ import {
 } from '../dialects/relocate.js';
 import { SCHEME_TABLE, ticketObjectName } from '../dialects/tickets.js';
 import { IdleaseError } from '../errors.js';
-import { DEFAULT_SEGMENT_TABLE } from './segments.js';
+import { DEFAULT_SEGMENT_TABLE } from '../identifiers.js';
 import { DEFAULT_WORKER_TABLE } from './workers.js';
 
 /**

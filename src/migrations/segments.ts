@@ -2,10 +2,8 @@ import type { Knex } from 'knex';
 import { ownObjectName, type Flavor } from '../dialects/detect.js';
 import { segmentRowsIfAny, segmentTableDdl } from '../dialects/segments.js';
 import { knexExecutor } from '../drivers/knex.js';
-import { validateIdentifier } from '../identifiers.js';
+import { DEFAULT_SEGMENT_TABLE, validateIdentifier } from '../identifiers.js';
 import { runAll, someOf, stateLossError, type IdleaseMigration } from './types.js';
-
-export const DEFAULT_SEGMENT_TABLE = 'idlease_segments';
 
 export interface SegmentsMigrateOptions {
   /** Table name. Default `idlease_segments`. */

@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import { ownObjectName, type Flavor } from '../dialects/detect.js';
 import { lastIssuedTicket, readScheme, ticketObjectName, ticketsDdl, type TicketEngine } from '../dialects/tickets.js';
 import { IdleaseError, isIdleaseError } from '../errors.js';
-import { validateIdentifier } from '../identifiers.js';
+import { validateSequenceName } from '../identifiers.js';
 import { runAll, someOf, stateLossError, type IdleaseMigration } from './types.js';
 
 export interface TicketsMigrateOptions {
@@ -59,14 +59,6 @@ export function resolveTicketsOptions(input: boolean | TicketsMigrateOptions | u
     offset,
     pairGiven: opts.increment !== undefined || opts.offset !== undefined,
   });
-}
-
-export function validateSequenceName(value: unknown, option: string): string {
-  const name = validateIdentifier(value, option);
-  if (name.length > 48) {
-    throw new IdleaseError('BAD_CONFIG', `${option} must be at most 48 characters (it becomes idlease_tickets_<name>), got ${name.length}.`);
-  }
-  return name;
 }
 
 export function ticketsMigrations(flavor: Flavor, schema: string | undefined, opts: ResolvedTickets, dropState = false): IdleaseMigration[] {

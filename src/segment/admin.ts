@@ -4,8 +4,7 @@ import { typedConnectionErrors } from '../dialects/connection-errors.js';
 import { knexExecutor } from '../drivers/index.js';
 import { IdleaseError } from '../errors.js';
 import { MAX_INT64, unsafeNumberError } from '../ids.js';
-import { validateIdentifier } from '../identifiers.js';
-import { DEFAULT_SEGMENT_TABLE } from '../migrations/segments.js';
+import { DEFAULT_SEGMENT_TABLE, validateIdentifier } from '../identifiers.js';
 import { validateRowStep, validateStart, validateTag } from './options.js';
 
 export type { SegmentRow };

@@ -1,12 +1,12 @@
 import { connectionProblem, describeConnectionProblem } from '../dialects/connection-errors.js';
-import { IdleaseError, isIdleaseError } from '../errors.js';
+import { IdleaseError, isIdleaseError, isRetryable } from '../errors.js';
 import { MAX_INT64 } from '../ids.js';
 import { resolveSegmentOptions, type ResolvedSegmentOptions, type SegmentAllocatorOptions } from './options.js';
 import { Emitter } from '../runtime/events.js';
 import { BackgroundTask } from '../runtime/task.js';
 import { chooseStep, ewma, preloadHorizonMs, preloadThreshold } from './step-policy.js';
 import type { SegmentStore } from './store.js';
-import type { SegmentAllocator, SegmentEvent, SegmentStats } from './types.js';
+import { SEGMENT_LEASE_RETRIED, type SegmentAllocator, type SegmentEvent, type SegmentStats } from './types.js';
 import { WaiterQueue } from './waiters.js';
 
 /** Largest step one lease statement may carry (a safe integer in JS). */
@@ -21,8 +21,7 @@ interface Segment {
 }
 
 /** Errors a retry cannot fix: callers hear them at once. */
-const FATAL = new Set(['UNKNOWN_TAG', 'NOT_MIGRATED', 'EXHAUSTED', 'INVARIANT', 'BAD_CONFIG', 'UNSAFE_NUMBER']);
-const isFatal = (err: unknown): boolean => isIdleaseError(err) && FATAL.has(err.code);
+const isFatal = (err: unknown): boolean => !isRetryable(err, SEGMENT_LEASE_RETRIED);
 
 /**
  * Test runs set IDLEASE_ASSERT_STATE=1: the allocator then checks its state machine after

@@ -2,8 +2,8 @@ import type { Knex } from 'knex';
 import { MAX_ROW_STEP } from '../dialects/segments.js';
 import { IdleaseError } from '../errors.js';
 import { MAX_INT64, unsafeNumberError } from '../ids.js';
-import { validateIdentifier } from '../identifiers.js';
-import { DEFAULT_SEGMENT_TABLE } from '../migrations/segments.js';
+import { DEFAULT_SEGMENT_TABLE, validateIdentifier } from '../identifiers.js';
+import { intOption, rejectUnknownKeys } from '../validate.js';
 import { ACCEPTED_POOLS } from '../drivers/index.js';
 import { createKnexSegmentStore, createPoolSegmentStore, type SegmentStore } from './store.js';
 import type { SegmentEvent } from './types.js';
@@ -72,17 +72,13 @@ export interface ResolvedSegmentOptions {
   readonly onEvent: ((event: SegmentEvent) => void) | undefined;
 }
 
-const KNOWN = new Set([
+const KNOWN = [
   'knex', 'pool', 'store', 'tag', 'table', 'schema', 'minStep', 'maxStep', 'targetLeaseMs', 'preloadMs', 'waitTimeoutMs',
   'statementTimeoutMs', 'retryMinMs', 'retryMaxMs', 'closeTimeoutMs', 'maxBatch', 'create', 'onEvent',
-]);
+];
 
 function int(value: unknown, name: string, def: number, min: number, max: number): number {
-  const v = value === undefined ? def : value;
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
-    throw new IdleaseError('BAD_CONFIG', `${name} must be an integer from ${min} to ${max}, got ${String(value)}.`);
-  }
-  return v;
+  return intOption(value, name, { min, max, default: def });
 }
 
 export function validateTag(tag: unknown, what = 'tag'): string {
@@ -114,9 +110,7 @@ export function resolveSegmentOptions(options: SegmentAllocatorOptions): Resolve
   if (options === null || typeof options !== 'object') {
     throw new IdleaseError('BAD_CONFIG', "createSegmentAllocator(options): options must be an object, e.g. { knex, tag: 'order' }.");
   }
-  for (const key of Object.keys(options)) {
-    if (!KNOWN.has(key)) throw new IdleaseError('BAD_CONFIG', `createSegmentAllocator: unknown option ${JSON.stringify(key)}. Known options: ${[...KNOWN].join(', ')}.`);
-  }
+  rejectUnknownKeys(options, KNOWN, 'createSegmentAllocator');
   const given = [options.knex, options.pool, options.store].filter((x) => x !== undefined).length;
   if (given !== 1) {
     throw new IdleaseError('BAD_CONFIG', `createSegmentAllocator needs exactly one of \`knex\` (a Knex instance), \`pool\` (${ACCEPTED_POOLS}) or \`store\`; got ${given}.`);

@@ -4,8 +4,7 @@ import {
 } from '../dialects/segments.js';
 import type { SqlExecutor } from '../dialects/sql.js';
 import { knexExecutor, poolExecutor } from '../drivers/index.js';
-import { validateIdentifier } from '../identifiers.js';
-import { DEFAULT_SEGMENT_TABLE } from '../migrations/segments.js';
+import { DEFAULT_SEGMENT_TABLE, validateIdentifier } from '../identifiers.js';
 
 /** What one lease statement did. */
 export type SegmentLeaseResult =

@@ -1,4 +1,12 @@
 import type { ConnectionProblem } from '../dialects/connection-errors.js';
+import type { IdleaseErrorCode } from '../errors.js';
+
+/**
+ * Codes a failed lease is retried after although ERROR_CATEGORIES calls them fatal: the lease loop
+ * has always retried them (no built-in store raises them from a lease). Every other code outside
+ * `unavailable` stops the allocator and fails its waiters.
+ */
+export const SEGMENT_LEASE_RETRIED: readonly IdleaseErrorCode[] = Object.freeze(['BAD_ARGUMENT', 'MIGRATION_FAILED']);
 
 /** What a metrics exporter reads from `allocator.stats()`: a frozen snapshot. */
 export interface SegmentStats {

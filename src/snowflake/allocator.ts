@@ -1,4 +1,4 @@
-import { IdleaseError, isIdleaseError } from '../errors.js';
+import { IdleaseError, isIdleaseError, isRetryable, type IdleaseErrorCode } from '../errors.js';
 import { layoutLimits, type IdLayout } from '../layout/index.js';
 import { settlesWithin } from '../runtime/deadline.js';
 import { Emitter } from '../runtime/events.js';
@@ -19,7 +19,11 @@ interface Lease {
 /** Why an ID could not be issued right now. */
 type Wait = 'lease' | 'clock';
 
-const FATAL = new Set(['NOT_MIGRATED', 'BAD_CONFIG', 'INVARIANT', 'UNSAFE_NUMBER']);
+/**
+ * Codes a failed claim or renewal is retried after although ERROR_CATEGORIES calls them fatal:
+ * the lease loop has always retried them (a worker store raises none of them today).
+ */
+const LEASE_RETRIED: readonly IdleaseErrorCode[] = ['UNKNOWN_TAG', 'BAD_ARGUMENT', 'MIGRATION_FAILED', 'EXHAUSTED'];
 
 /**
  * Snowflake IDs made in memory: [time | worker | sequence] per the layout, with the worker id
@@ -243,7 +247,7 @@ class SnowflakeAllocatorImpl implements SnowflakeAllocator {
   private leaseFailed(err: unknown): void {
     this.leaseErrors++;
     this.lastProblem = err;
-    if (isIdleaseError(err) && FATAL.has(err.code)) this.fatal = err;
+    if (!isRetryable(err, LEASE_RETRIED)) this.fatal = err as IdleaseError;
     this.emit({ type: 'lease-error', error: err });
   }
 

@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import { IdleaseError } from '../errors.js';
 import { validateIdentifier } from '../identifiers.js';
+import { intOption, rejectUnknownKeys } from '../validate.js';
 import { layoutPreset, resolveLayout, type IdLayout, type LayoutOptions, type LayoutPreset } from '../layout/index.js';
 import { SYSTEM_CLOCK, type Clock } from '../runtime/clock.js';
 import type { WorkerIdStore } from './worker-store.js';
@@ -57,20 +58,14 @@ export interface ResolvedSnowflakeOptions {
 const KNOWN = ['knex', 'store', 'group', 'layout', 'table', 'schema', 'leaseTtlMs', 'maxLeadMs', 'waitTimeoutMs', 'closeTimeoutMs', 'onEvent', 'clock'];
 
 function intIn(value: unknown, option: string, fallback: number, min: number, max: number): number {
-  const v = value ?? fallback;
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
-    throw new IdleaseError('BAD_CONFIG', `${option} must be an integer from ${min} to ${max} (milliseconds), got ${String(value)}. Example: ${option}: ${fallback}.`);
-  }
-  return v;
+  return intOption(value, option, { min, max, default: fallback, unit: 'milliseconds' });
 }
 
 export function resolveSnowflakeOptions(input: SnowflakeAllocatorOptions): ResolvedSnowflakeOptions {
   if (input === null || typeof input !== 'object') {
     throw new IdleaseError('BAD_CONFIG', 'createSnowflakeAllocator(options): options must be an object such as { knex }.');
   }
-  for (const key of Object.keys(input)) {
-    if (!KNOWN.includes(key)) throw new IdleaseError('BAD_CONFIG', `createSnowflakeAllocator: unknown option ${JSON.stringify(key)}. Known: ${KNOWN.join(', ')}.`);
-  }
+  rejectUnknownKeys(input, KNOWN, 'createSnowflakeAllocator');
   if ((input.knex === undefined) === (input.store === undefined)) {
     throw new IdleaseError('BAD_CONFIG', 'createSnowflakeAllocator needs exactly one of knex (a database with idlease_workers) or store.');
   }

@@ -8,6 +8,8 @@
  */
 import type { SegmentStore } from '../segment/store.js';
 import { MAX_INT64 } from '../ids.js';
+import { isFatalCode } from '../errors.js';
+import { SEGMENT_LEASE_RETRIED } from '../segment/types.js';
 
 export interface SegmentStoreHarness {
   /** The store under test, on an empty or shared table: each check uses tags of its own. */
@@ -55,8 +57,6 @@ async function leased(check: string, store: SegmentStore, tag: string, step: num
 /** A code, read by shape: a store may bring its own copy of idlease (and so its own IdleaseError class). */
 const codeOf = (err: unknown): unknown => (err as { code?: unknown } | null)?.code;
 
-/** Codes after which the allocator stops retrying. A stalled statement must not raise one of them. */
-const FATAL = new Set(['UNKNOWN_TAG', 'NOT_MIGRATED', 'EXHAUSTED', 'INVARIANT', 'BAD_CONFIG', 'UNSAFE_NUMBER']);
 
 let runs = 0;
 
@@ -188,7 +188,8 @@ export function segmentStoreConformance(harness: () => SegmentStoreHarness | Pro
       if (err === undefined) fail(name, 'lease() on a stalled row answered; stall() must keep the store from answering');
       if (ms < h.statementTimeoutMs * 0.9) fail(name, `lease() failed after ${ms} ms, before the ${h.statementTimeoutMs} ms deadline: ${(err as Error)?.message}`);
       if (ms > h.statementTimeoutMs + 2_000) fail(name, `lease() took ${ms} ms to fail, far past the ${h.statementTimeoutMs} ms deadline`);
-      if (FATAL.has(codeOf(err) as string)) fail(name, `a missed deadline must be retryable, got code ${String(codeOf(err))}`);
+      // The codes after which the allocator stops retrying: a stalled statement must not raise one of them.
+      if (isFatalCode(codeOf(err), SEGMENT_LEASE_RETRIED)) fail(name, `a missed deadline must be retryable, got code ${String(codeOf(err))}`);
       // The stalled statement may still run after the release; either way the next lease is above both.
       const after = await leased(name, h.store, tag, 10);
       if (after <= before) fail(name, `lease after the stall answered ${after}, not above the earlier ${before}`);

@@ -21,6 +21,7 @@ import { settlesWithin, within } from '../runtime/deadline.js';
 import { Emitter } from '../runtime/events.js';
 import { BackgroundTask } from '../runtime/task.js';
 import { isExhausted, refuseReason, resolveServerSet } from './config.js';
+import { intOption, rejectUnknownKeys } from '../validate.js';
 import { privateKnexFor } from '../drivers/private-knex.js';
 
 export interface TicketServerOptions {
@@ -144,12 +145,13 @@ interface Server {
   verified: boolean;
 }
 
+const KNOWN_OPTIONS = [
+  'servers', 'increment', 'sequence', 'schema', 'statementTimeoutMs', 'timeoutMs', 'lockRetries', 'backoffInitialMs', 'backoffMaxMs',
+  'connectionsPerServer', 'closeTimeoutMs', 'onEvent',
+];
+
 function positiveInt(value: unknown, name: string, fallback: number): number {
-  const v = value ?? fallback;
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1) {
-    throw new IdleaseError('BAD_CONFIG', `${name} must be a positive integer, got ${String(value)}.`);
-  }
-  return v;
+  return intOption(value, name, { min: 1, max: Number.MAX_SAFE_INTEGER, default: fallback });
 }
 
 
@@ -169,6 +171,7 @@ function withServerName(err: IdleaseError, name: string, pair?: { offset: number
 }
 
 export function createTicketAllocator(options: TicketAllocatorOptions): TicketAllocator {
+  if (options !== null && typeof options === 'object') rejectUnknownKeys(options, KNOWN_OPTIONS, 'createTicketAllocator');
   const { increment, sequence, schema } = resolveServerSet(options, 'createTicketAllocator({ servers: [{ knex, offset: 1 }, …] })');
   const statementTimeoutMs = positiveInt(options.statementTimeoutMs, 'statementTimeoutMs', 2000);
   const timeoutMs = positiveInt(options.timeoutMs, 'timeoutMs', 5000);

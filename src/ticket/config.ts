@@ -1,8 +1,8 @@
 /** Validation and arithmetic for ticket server sets: pure, no I/O. */
 import { IdleaseError } from '../errors.js';
 import { MAX_INT64 } from '../ids.js';
-import { validateIdentifier } from '../identifiers.js';
-import { validateSequenceName } from '../migrations/tickets.js';
+import { validateIdentifier, validateSequenceName } from '../identifiers.js';
+import { intOption } from '../validate.js';
 
 /** MySQL's auto_increment_increment/offset range. */
 export const MAX_INCREMENT = 65535;
@@ -11,13 +11,11 @@ export const MAX_INCREMENT = 65535;
  * A set of servers is safe when each serves its own residue class: offsets distinct, each
  * in 1..increment, and increment ≥ the number of servers. Anything else can repeat an ID.
  */
-export function validateServerSet(offsets: readonly unknown[], increment: unknown): void {
+export function validateServerSet(offsets: readonly unknown[], incrementOption: unknown): void {
   if (!Array.isArray(offsets) || offsets.length === 0) {
     throw new IdleaseError('BAD_CONFIG', 'servers must be a non-empty array like [{ knex: a, offset: 1 }, { knex: b, offset: 2 }].');
   }
-  if (typeof increment !== 'number' || !Number.isInteger(increment) || increment < 1 || increment > MAX_INCREMENT) {
-    throw new IdleaseError('BAD_CONFIG', `increment must be an integer 1..${MAX_INCREMENT}, got ${String(increment)}.`);
-  }
+  const increment = intOption(incrementOption, 'increment', { min: 1, max: MAX_INCREMENT, example: Math.max(2, offsets.length) });
   if (increment < offsets.length) {
     throw new IdleaseError(
       'BAD_CONFIG',

@@ -1,0 +1,38 @@
+/**
+ * The one home for option checks shared by the allocators' options (segment, ticket, snowflake)
+ * and the layout: an integer in a range with its default, and a refusal of keys nobody reads.
+ * Every refusal is a BAD_CONFIG that names the option and shows a value that would be accepted.
+ */
+import { IdleaseError } from './errors.js';
+
+export interface IntOptionRange {
+  readonly min: number;
+  readonly max: number;
+  /** Used when the value is undefined (or null); also the example in the message. */
+  readonly default?: number;
+  /** Shown after the range, e.g. 'milliseconds'. */
+  readonly unit?: string;
+  /** A value to show when there is no default (default: the default, else min). */
+  readonly example?: number | string;
+}
+
+/** `value`, or the default when it is undefined/null; BAD_CONFIG unless an integer in [min, max]. */
+export function intOption(value: unknown, name: string, range: IntOptionRange): number {
+  const v = value ?? range.default;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < range.min || v > range.max) {
+    const span = range.max === Number.MAX_SAFE_INTEGER ? `of at least ${range.min}` : `from ${range.min} to ${range.max}`;
+    const unit = range.unit === undefined ? '' : ` (${range.unit})`;
+    const example = range.example ?? range.default ?? range.min;
+    throw new IdleaseError('BAD_CONFIG', `${name} must be an integer ${span}${unit}, got ${String(value)}. Example: ${name}: ${example}.`);
+  }
+  return v;
+}
+
+/** BAD_CONFIG for the first own key of `options` not in `known`, naming the known ones. */
+export function rejectUnknownKeys(options: object, known: readonly string[], fnName: string): void {
+  for (const key of Object.keys(options)) {
+    if (!known.includes(key)) {
+      throw new IdleaseError('BAD_CONFIG', `${fnName}: unknown option ${JSON.stringify(key)}. Known options: ${known.join(', ')}.`);
+    }
+  }
+}
