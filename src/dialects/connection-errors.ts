@@ -109,7 +109,8 @@ export async function connectionError(knex: Knex, timeoutMs: number): Promise<un
   return r === 'ok' || r === 'late' ? undefined : r.error;
 }
 
-async function probe(knex: Knex, timeoutMs: number): Promise<'ok' | 'late' | { error: unknown }> {
+/** One `SELECT 1` within `timeoutMs`: answered, not yet answered, or the driver's error. */
+export async function probe(knex: Knex, timeoutMs: number): Promise<'ok' | 'late' | { error: unknown }> {
   const answer = knex.raw('SELECT 1').then(() => 'ok' as const, (error: unknown) => ({ error }));
   return (await settlesWithin(answer, timeoutMs, SYSTEM_CLOCK, true)) ? answer : 'late';
 }

@@ -4,7 +4,7 @@ import { SYSTEM_CLOCK, wakeableSleep, type Clock } from './clock.js';
  * Every "this did not answer within N ms" of idlease lives here. Pick one on purpose:
  * - withDeadline: a database statement whose caller may be starving the event loop (leases).
  * - within: many short bounded calls at a high rate (ticket draws): one shared watchdog.
- * - beforeDeadline: a plain timer that rejects; one-off calls (connect, readiness).
+ * - beforeDeadline: a plain timer that rejects; one-off calls (connect).
  * - settlesWithin: wait for something at most N ms and go on either way (close, drain).
  */
 

@@ -18,7 +18,8 @@ import { Registry } from 'prom-client';
 import { MAX_ROW_STEP } from '../dialects/segments.js';
 import { errorCategory, IdleaseError, isIdleaseError } from '../errors.js';
 import { collectMetrics, remoteLeaseCounter } from '../metrics/collect.js';
-import { beforeDeadline, settlesWithin } from '../runtime/deadline.js';
+import { probe } from '../dialects/connection-errors.js';
+import { settlesWithin } from '../runtime/deadline.js';
 import { addTag, listTags } from '../segment/admin.js';
 import { createSegmentAllocator } from '../segment/allocator.js';
 import { createKnexSegmentStore, type SegmentStore } from '../segment/store.js';
@@ -210,12 +211,8 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
   }
 
   async function ready(): Promise<{ ready: boolean; database: string; tags: Record<string, { remaining: string; lastError: string | undefined }> }> {
-    let database = 'ok';
-    try {
-      await beforeDeadline(o.knex.raw('SELECT 1'), 1_000, () => new Error('no answer within 1000 ms'));
-    } catch (err) {
-      database = (err as Error).message;
-    }
+    const answer = await probe(o.knex, 1_000);
+    const database = answer === 'ok' ? 'ok' : answer === 'late' ? 'no answer within 1000 ms' : ((answer.error as Error)?.message ?? String(answer.error));
     const tags: Record<string, { remaining: string; lastError: string | undefined }> = {};
     let runway = true;
     for (const [tag, a] of allocators) {
