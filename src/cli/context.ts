@@ -90,29 +90,17 @@ async function lockEmbedded(cmd: Command, dir: string, viaServe: boolean): Promi
 export async function withKnex<T>(cmd: Command, fn: (knex: Knex, db: OpenedDatabase) => Promise<T>, options: WithKnexOptions<T> = {}): Promise<T> {
   const url = targetUrl(cmd);
   const embedded = pgliteTarget(url);
-  let knex: Knex;
-  let lock: DirectoryLock | undefined;
   if (embedded?.dir === undefined && embedded !== undefined && !options.allowMemory) {
     throw new IdleaseError('BAD_CONFIG', `${url} keeps nothing once this command exits: the next run would start from 1 again and repeat IDs. Use pglite:<dir> (kept on disk), or leave --url out for ./${DEFAULT_PGLITE_DIR}/.`);
   }
-  if (embedded?.dir !== undefined) {
-    const dir = embedded.dir;
-    const held = await lockEmbedded(cmd, dir, options.viaServe !== undefined);
-    if (!held.lock) return options.viaServe!(held.serve!);
-    lock = held.lock;
-    await createFromTemplate(dir);
-    const [{ default: knexFactory }, { embeddedConfig, knexLog }] = await Promise.all([import('knex'), import('../connect.js')]);
-    knex = knexFactory({ ...embeddedConfig({ dir, lock }), log: knexLog(cliLog(cmd)) });
-  } else {
-    knex = await openDatabase(cmd, url);
-  }
+  // An embedded directory opens one way for every command: withPGlite (lock, template, PGlite), knex on top.
+  if (embedded?.dir !== undefined) return withPGlite(cmd, embedded.dir, async (session) => fn(await session.knex(), { lock: session.lock }), options);
+  const knex = await openDatabase(cmd, url);
   try {
     await refuseBadConnection(knex, url, waitMs(cmd));
-    return await fn(knex, { lock });
+    return await fn(knex, {});
   } finally {
     await knex.destroy();
-    // A lock whose connection never opened was never handed to PGlite.
-    lock?.release();
   }
 }
 
@@ -123,6 +111,8 @@ export function embeddedDir(cmd: Command): string | undefined {
 
 export interface EmbeddedSession {
   readonly db: PGlite;
+  /** The directory's lock, held until the session ends (serve writes its URL into it). */
+  readonly lock: DirectoryLock;
   /**
    * knex on the same open PGlite, made on first call (loading knex then): for what needs knex,
    * such as migrating a directory that is not current. It never closes the PGlite.
@@ -163,6 +153,7 @@ export async function withPGlite<T>(cmd: Command, dir: string, fn: (session: Emb
     const opened = db;
     return await fn({
       db: opened,
+      lock,
       knex: async () => {
         if (knex === undefined) {
           const [{ default: knexFactory }, { embeddedConfig, knexLog }] = await Promise.all([import('knex'), import('../connect.js')]);

@@ -12,8 +12,6 @@ import { acquireDirectoryLock, type DirectoryLock } from './lock.js';
 export interface EmbeddedConnection {
   /** The data directory; undefined keeps the database in memory (nothing to lock, nothing kept). */
   readonly dir?: string;
-  /** A lock already taken by the caller (the CLI); handed over, released when knex closes. */
-  readonly lock?: DirectoryLock;
   /** How long the first connection waits for another process's lock. */
   readonly lockTimeoutMs?: number;
   /**
@@ -32,12 +30,6 @@ const Base = ClientPgLite as unknown as new (config: Knex.Config) => object;
 
 class EmbeddedClient extends Base {
   declare config: Knex.Config & { connection: EmbeddedConnection };
-  private handedOver: DirectoryLock | undefined;
-
-  constructor(config: Knex.Config & { connection: EmbeddedConnection }) {
-    super(config);
-    this.handedOver = config.connection.lock;
-  }
 
   _driver(): undefined {
     return undefined;
@@ -52,8 +44,7 @@ class EmbeddedClient extends Base {
       await db.waitReady;
       return db;
     }
-    const lock = this.handedOver ?? (await acquireDirectoryLock(dir, { timeoutMs: lockTimeoutMs }));
-    this.handedOver = undefined;
+    const lock = await acquireDirectoryLock(dir, { timeoutMs: lockTimeoutMs });
     try {
       const db: OpenPGlite = new PGlite(dir);
       await db.waitReady;
