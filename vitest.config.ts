@@ -5,6 +5,10 @@ import { defineConfig } from 'vitest/config';
 const ALONE = [
   'test/ha/**/*.test.ts',
   'test/stress/**/*.test.ts',
+  // Redis sequence: private redis-server processes killed, restored and failed over under OS workers.
+  'test/redis/**/*.test.ts',
+  // Network namespaces and packet drops around private servers (test/helpers/partition.ts).
+  'test/partition/**/*.test.ts',
   'test/integration/next-id-bound.test.ts',
   'test/integration/next-id-crash.test.ts',
   // npm pack, npm install and tsc in a temp app: minutes of CPU.
@@ -38,12 +42,25 @@ export default defineConfig({
         extends: true,
         // Each file has databases of its own, so two run at once: most of their time is spent
         // waiting on a server or a child process, not on a core.
-        test: { name: 'shared', include: ['test/**/*.test.ts'], exclude: [...UNIT, ...ALONE, ...DOCS], globalSetup: DATABASES, maxWorkers: 2, sequence: { groupOrder: 0 } },
+        test: {
+          name: 'shared',
+          include: ['test/**/*.test.ts'],
+          exclude: [...UNIT, ...ALONE, ...DOCS],
+          globalSetup: DATABASES,
+          maxWorkers: 2,
+          sequence: { groupOrder: 0 },
+        },
       },
       {
         extends: true,
         // Same group and workers as 'shared': its files share the same two workers.
-        test: { name: 'docs', include: DOCS, globalSetup: [...DATABASES, 'test/helpers/recipe-tools.ts'], maxWorkers: 2, sequence: { groupOrder: 0 } },
+        test: {
+          name: 'docs',
+          include: DOCS,
+          globalSetup: [...DATABASES, 'test/helpers/recipe-tools.ts'],
+          maxWorkers: 2,
+          sequence: { groupOrder: 0 },
+        },
       },
       {
         extends: true,

@@ -47,7 +47,11 @@ function measure(args: string[], cwd: string, expect: RegExp, scratch: string, c
   delete env.IDLEASE_URL;
   return new Promise((resolve, reject) => {
     const started = process.hrtime.bigint();
-    const child = spawn(TIME, ['-f', '%M %U %S', '-o', rssFile, process.execPath, ...args], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(TIME, ['-f', '%M %U %S', '-o', rssFile, process.execPath, ...args], {
+      cwd,
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     let err = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
@@ -59,7 +63,11 @@ function measure(args: string[], cwd: string, expect: RegExp, scratch: string, c
         reject(new Error(`node ${args.join(' ')} in ${cwd}: exit ${code}, stdout ${JSON.stringify(out)}, stderr ${JSON.stringify(err)}`));
         return;
       }
-      const [rssKb, user, system] = readFileSync(rssFile, 'utf8').trim().split('\n').at(-1)!.split(' ').map(Number) as [number, number, number];
+      const [rssKb, user, system] = readFileSync(rssFile, 'utf8').trim().split('\n').at(-1)!.split(' ').map(Number) as [
+        number,
+        number,
+        number,
+      ];
       resolve({ wallMs, cpuMs: (user + system) * 1000, rssKb });
     });
   });
@@ -151,14 +159,28 @@ function report(s: Record<Variant, Sample[]>, loadBefore: number, loadAfter: num
   );
   console.log('| process | wall | CPU | peak RSS | wall ratio | CPU ratio | RSS ratio |');
   console.log('|---|---:|---:|---:|---:|---:|---:|');
-  console.log(`| bare PGlite open + one write + close, warm (baseline) | ${wall('bareWarm')} | ${cpu('bareWarm')} | ${rss('bareWarm')} | 1 | 1 | 1 |`);
-  console.log(`| \`idlease next order -n 5\`, embedded, warm | ${wall('cliWarm')} | ${cpu('cliWarm')} | ${rss('cliWarm')} | ${fmtRatio('cliWarm', 'bareWarm', 'wallMs')} | ${fmtRatio('cliWarm', 'bareWarm', 'cpuMs')} | ${fmtRatio('cliWarm', 'bareWarm', 'rssKb')} |`);
-  console.log(`| bare PGlite, first run (fresh directory) | ${wall('bareFirst')} | ${cpu('bareFirst')} | ${rss('bareFirst')} | ${fmtRatio('bareFirst', 'bareWarm', 'wallMs')} | ${fmtRatio('bareFirst', 'bareWarm', 'cpuMs')} | ${fmtRatio('bareFirst', 'bareWarm', 'rssKb')} |`);
-  console.log(`| \`idlease next order -n 5\`, embedded, first run (template cached) | ${wall('cliFirst')} | ${cpu('cliFirst')} | ${rss('cliFirst')} | ${fmtRatio('cliFirst', 'bareWarm', 'wallMs')} | ${fmtRatio('cliFirst', 'bareWarm', 'cpuMs')} | ${fmtRatio('cliFirst', 'bareWarm', 'rssKb')} |`);
-  console.log(`| \`idlease next order -n 5\`, embedded, first run on this machine (no template yet) | ${wall('cliFirstCold')} | ${cpu('cliFirstCold')} | ${rss('cliFirstCold')} | ${fmtRatio('cliFirstCold', 'bareWarm', 'wallMs')} | ${fmtRatio('cliFirstCold', 'bareWarm', 'cpuMs')} | ${fmtRatio('cliFirstCold', 'bareWarm', 'rssKb')} |`);
-  console.log(`| \`idlease next order -n 5\`, PostgreSQL | ${wall('cliPg')} | ${cpu('cliPg')} | ${rss('cliPg')} | ${fmtRatio('cliPg', 'bareWarm', 'wallMs')} | ${fmtRatio('cliPg', 'bareWarm', 'cpuMs')} | ${fmtRatio('cliPg', 'bareWarm', 'rssKb')} |`);
+  console.log(
+    `| bare PGlite open + one write + close, warm (baseline) | ${wall('bareWarm')} | ${cpu('bareWarm')} | ${rss('bareWarm')} | 1 | 1 | 1 |`,
+  );
+  console.log(
+    `| \`idlease next order -n 5\`, embedded, warm | ${wall('cliWarm')} | ${cpu('cliWarm')} | ${rss('cliWarm')} | ${fmtRatio('cliWarm', 'bareWarm', 'wallMs')} | ${fmtRatio('cliWarm', 'bareWarm', 'cpuMs')} | ${fmtRatio('cliWarm', 'bareWarm', 'rssKb')} |`,
+  );
+  console.log(
+    `| bare PGlite, first run (fresh directory) | ${wall('bareFirst')} | ${cpu('bareFirst')} | ${rss('bareFirst')} | ${fmtRatio('bareFirst', 'bareWarm', 'wallMs')} | ${fmtRatio('bareFirst', 'bareWarm', 'cpuMs')} | ${fmtRatio('bareFirst', 'bareWarm', 'rssKb')} |`,
+  );
+  console.log(
+    `| \`idlease next order -n 5\`, embedded, first run (template cached) | ${wall('cliFirst')} | ${cpu('cliFirst')} | ${rss('cliFirst')} | ${fmtRatio('cliFirst', 'bareWarm', 'wallMs')} | ${fmtRatio('cliFirst', 'bareWarm', 'cpuMs')} | ${fmtRatio('cliFirst', 'bareWarm', 'rssKb')} |`,
+  );
+  console.log(
+    `| \`idlease next order -n 5\`, embedded, first run on this machine (no template yet) | ${wall('cliFirstCold')} | ${cpu('cliFirstCold')} | ${rss('cliFirstCold')} | ${fmtRatio('cliFirstCold', 'bareWarm', 'wallMs')} | ${fmtRatio('cliFirstCold', 'bareWarm', 'cpuMs')} | ${fmtRatio('cliFirstCold', 'bareWarm', 'rssKb')} |`,
+  );
+  console.log(
+    `| \`idlease next order -n 5\`, PostgreSQL | ${wall('cliPg')} | ${cpu('cliPg')} | ${rss('cliPg')} | ${fmtRatio('cliPg', 'bareWarm', 'wallMs')} | ${fmtRatio('cliPg', 'bareWarm', 'cpuMs')} | ${fmtRatio('cliPg', 'bareWarm', 'rssKb')} |`,
+  );
   console.log('');
-  console.log(`Targets: embedded warm wall ≤ 1.15× bare — ${target('cliWarm', 'bareWarm', 'wallMs', 1.15)} (CPU ${fmtRatio('cliWarm', 'bareWarm', 'cpuMs')}); RSS ≤ 1.1× — ${target('cliWarm', 'bareWarm', 'rssKb', 1.1)}; ` +
-    `first run ≤ 2× warm — ${target('cliFirst', 'cliWarm', 'wallMs', 2)} (${fmtRatio('cliFirst', 'cliWarm', 'wallMs')} wall, ${fmtRatio('cliFirst', 'cliWarm', 'cpuMs')} CPU; ` +
-    `against a bare first run ${fmtRatio('cliFirst', 'bareFirst', 'wallMs')} wall, ${fmtRatio('cliFirst', 'bareFirst', 'rssKb')} RSS).`);
+  console.log(
+    `Targets: embedded warm wall ≤ 1.15× bare — ${target('cliWarm', 'bareWarm', 'wallMs', 1.15)} (CPU ${fmtRatio('cliWarm', 'bareWarm', 'cpuMs')}); RSS ≤ 1.1× — ${target('cliWarm', 'bareWarm', 'rssKb', 1.1)}; ` +
+      `first run ≤ 2× warm — ${target('cliFirst', 'cliWarm', 'wallMs', 2)} (${fmtRatio('cliFirst', 'cliWarm', 'wallMs')} wall, ${fmtRatio('cliFirst', 'cliWarm', 'cpuMs')} CPU; ` +
+      `against a bare first run ${fmtRatio('cliFirst', 'bareFirst', 'wallMs')} wall, ${fmtRatio('cliFirst', 'bareFirst', 'rssKb')} RSS).`,
+  );
 }

@@ -85,19 +85,23 @@ export default async function run(): Promise<void> {
   try {
     await installContenders(admin);
     const version = (await admin.raw('SHOW server_version')).rows[0].server_version as string;
-    console.log(`PostgreSQL ${version} under callgrind; instructions of the backend only (the client is the same for every contender). Single-row: autocommit inserts on one connection, ${SINGLE[0]} and ${SINGLE[1]} per backend; bulk: one INSERT … SELECT of ${BULK[0].toLocaleString('en')} and of ${BULK[1].toLocaleString('en')} rows.\n`);
+    console.log(
+      `PostgreSQL ${version} under callgrind; instructions of the backend only (the client is the same for every contender). Single-row: autocommit inserts on one connection, ${SINGLE[0]} and ${SINGLE[1]} per backend; bulk: one INSERT … SELECT of ${BULK[0].toLocaleString('en')} and of ${BULK[1].toLocaleString('en')} rows.\n`,
+    );
 
     const ours = CONTENDERS.findIndex((c) => c.column.includes(`${OURS}.next_id()`));
     const singles = async (i: number, pauseMs: number): Promise<Measured> => {
       const sizes = [] as Measured[];
       for (const n of SINGLE) {
         await admin.raw(`TRUNCATE ${tableOf(i)}`);
-        sizes.push(await oneBackend(server.url, outDir, admin, i === ours, async (k) => {
-          for (let j = 0; j < n; j++) {
-            if (pauseMs > 0) await new Promise((r) => setTimeout(r, pauseMs));
-            await k.raw(`INSERT INTO ${tableOf(i)} (x) VALUES (?)`, [j]);
-          }
-        }));
+        sizes.push(
+          await oneBackend(server.url, outDir, admin, i === ours, async (k) => {
+            for (let j = 0; j < n; j++) {
+              if (pauseMs > 0) await new Promise((r) => setTimeout(r, pauseMs));
+              await k.raw(`INSERT INTO ${tableOf(i)} (x) VALUES (?)`, [j]);
+            }
+          }),
+        );
       }
       return perUnit(sizes[0]!, sizes[1]!, SINGLE);
     };
@@ -105,9 +109,11 @@ export default async function run(): Promise<void> {
       const sizes = [] as Measured[];
       for (const n of BULK) {
         await admin.raw(`TRUNCATE ${tableOf(i)}`);
-        sizes.push(await oneBackend(server.url, outDir, admin, i === ours, async (k) => {
-          await k.raw(`INSERT INTO ${tableOf(i)} (x) SELECT g FROM generate_series(1, ?) g`, [n]);
-        }));
+        sizes.push(
+          await oneBackend(server.url, outDir, admin, i === ours, async (k) => {
+            await k.raw(`INSERT INTO ${tableOf(i)} (x) SELECT g FROM generate_series(1, ?) g`, [n]);
+          }),
+        );
       }
       return perUnit(sizes[0]!, sizes[1]!, BULK);
     };
@@ -117,14 +123,19 @@ export default async function run(): Promise<void> {
     const pausedBase = await singles(0, PAUSE_MS);
     const pausedOurs = await singles(ours, PAUSE_MS);
     const { epochMs, sequenceBits } = DEFAULT_LAYOUT;
-    await admin.raw(`SELECT setval(?::regclass, ((extract(epoch FROM clock_timestamp()) * 1000 - ? + 3600000) * ?)::bigint)`, [`${OURS}.${NEXT_ID_SEQUENCE}`, epochMs, 2 ** sequenceBits]);
+    await admin.raw(`SELECT setval(?::regclass, ((extract(epoch FROM clock_timestamp()) * 1000 - ? + 3600000) * ?)::bigint)`, [
+      `${OURS}.${NEXT_ID_SEQUENCE}`,
+      epochMs,
+      2 ** sequenceBits,
+    ]);
     const single = [] as Measured[];
     const rows = [] as Measured[];
     for (const [i] of CONTENDERS.entries()) {
       single.push(await singles(i, 0));
       rows.push(await bulk(i));
     }
-    if (single[ours]!.catchUps > 0 || rows[ours]!.catchUps > 0) throw new Error('next_id() caught up with its counter an hour ahead: the fast-path figures would be mixed');
+    if (single[ours]!.catchUps > 0 || rows[ours]!.catchUps > 0)
+      throw new Error('next_id() caught up with its counter an hour ahead: the fast-path figures would be mixed');
 
     const k = (x: number) => `${(x / 1000).toFixed(1)}k`;
     const pct = (x: number, of: number) => `${((x / of) * 100).toFixed(0)} %`;
@@ -134,18 +145,26 @@ export default async function run(): Promise<void> {
       const s = single[i]!;
       const b = rows[i]!;
       const name = i === ours ? `${c.name}, fast path` : c.name;
-      console.log(`| ${name} | ${k(s.instructions)} | ${(s.instructions / single[0]!.instructions).toFixed(2)} | ${k(b.instructions)} | ${(b.instructions / rows[0]!.instructions).toFixed(2)} |`);
+      console.log(
+        `| ${name} | ${k(s.instructions)} | ${(s.instructions / single[0]!.instructions).toFixed(2)} | ${k(b.instructions)} | ${(b.instructions / rows[0]!.instructions).toFixed(2)} |`,
+      );
     }
     const everyOne = pausedOurs.instructions - pausedBase.instructions;
     const fast = single[ours]!.instructions - single[0]!.instructions;
-    console.log(`| ${CONTENDERS[ours]!.name}, every insert catching up (${PAUSE_MS} ms apart, ${pct(pausedOurs.catchUps, 1)} caught up) | ${k(pausedOurs.instructions)} | ${(pausedOurs.instructions / pausedBase.instructions).toFixed(2)} | | |`);
+    console.log(
+      `| ${CONTENDERS[ours]!.name}, every insert catching up (${PAUSE_MS} ms apart, ${pct(pausedOurs.catchUps, 1)} caught up) | ${k(pausedOurs.instructions)} | ${(pausedOurs.instructions / pausedBase.instructions).toFixed(2)} | | |`,
+    );
     const singleRatio = single[ours]!.instructions / single[0]!.instructions;
     const bulkRatio = rows[ours]!.instructions / rows[0]!.instructions;
     console.log('\n| target (issue 12) | this run | met |');
     console.log('|---|---:|---|');
-    console.log(`| single-row ≤ 1.20× bigserial's instructions per insert (fast path; catch-ups add the line below × their rate) | ${singleRatio.toFixed(2)}× | ${singleRatio <= 1.2 ? 'yes' : 'no'} |`);
+    console.log(
+      `| single-row ≤ 1.20× bigserial's instructions per insert (fast path; catch-ups add the line below × their rate) | ${singleRatio.toFixed(2)}× | ${singleRatio <= 1.2 ? 'yes' : 'no'} |`,
+    );
     console.log(`| bulk ≤ 1.35× bigserial's instructions per row | ${bulkRatio.toFixed(2)}× | ${bulkRatio <= 1.35 ? 'yes' : 'no'} |`);
-    console.log(`\nnext_id() single-row, beyond bigserial's ${k(single[0]!.instructions)} per insert: fast path +${k(fast)} (${pct(fast, single[0]!.instructions)}); a catch-up +${k(everyOne - fast)} more. At a rate of f catch-ups per insert: +${k(fast)} + f × ${k(everyOne - fast)} (the timed bench prints f).`);
+    console.log(
+      `\nnext_id() single-row, beyond bigserial's ${k(single[0]!.instructions)} per insert: fast path +${k(fast)} (${pct(fast, single[0]!.instructions)}); a catch-up +${k(everyOne - fast)} more. At a rate of f catch-ups per insert: +${k(fast)} + f × ${k(everyOne - fast)} (the timed bench prints f).`,
+    );
   } finally {
     await admin.destroy();
     await server.destroy();

@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- segment|tickets|next-id|next-id-cost|serve|snowflake|cli]`: every benchmark reports ratios
+ * `npm run bench [-- segment|tickets|next-id|next-id-cost|serve|snowflake|cli|redis]`: every benchmark reports ratios
  * against a baseline measured in the same run, on the same machine. Without a name: the three
  * timed suites (next-id-cost counts instructions under valgrind and is asked for by name).
  */
@@ -11,6 +11,7 @@ const suites: Record<string, () => Promise<{ default: () => Promise<void> }>> = 
   serve: () => import('./serve.js'),
   snowflake: () => import('./snowflake.js'),
   cli: () => import('./cli.js'),
+  redis: () => import('./redis.js'),
 };
 const byDefault = ['segment', 'tickets', 'next-id'];
 

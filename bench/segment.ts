@@ -18,7 +18,14 @@ import { connect } from '../src/connect.js';
 import { migrate } from '../src/migrations/migrate.js';
 import { Registry } from 'prom-client';
 import { collectMetrics } from '../src/metrics/index.js';
-import { addTag, createKnexSegmentStore, createPoolSegmentStore, createSegmentAllocator, type SegmentAllocator, type SegmentStore } from '../src/segment/index.js';
+import {
+  addTag,
+  createKnexSegmentStore,
+  createPoolSegmentStore,
+  createSegmentAllocator,
+  type SegmentAllocator,
+  type SegmentStore,
+} from '../src/segment/index.js';
 
 const N = 10_000_000;
 const ROUNDS = 3;
@@ -30,7 +37,11 @@ function fmt(n: number): string {
 /** The ceiling for next(): a bare in-memory async bigint counter. */
 function bareCounter(): { next(): Promise<bigint> } {
   let c = 0n;
-  return { async next() { return ++c; } };
+  return {
+    async next() {
+      return ++c;
+    },
+  };
 }
 
 async function awaitLoop(gen: { next(): Promise<bigint> }, n: number): Promise<number> {
@@ -64,7 +75,11 @@ async function batchLoop(a: SegmentAllocator, n: number, size: number): Promise<
 }
 
 /** next() at a steady `perSecond`: bursts every millisecond, yielding to the event loop between them (as a server does). */
-async function paced(gen: { next(): Promise<bigint> }, perSecond: number, seconds: number): Promise<{ p50: number; p99: number; p999: number; max: number }> {
+async function paced(
+  gen: { next(): Promise<bigint> },
+  perSecond: number,
+  seconds: number,
+): Promise<{ p50: number; p99: number; p999: number; max: number }> {
   const perTick = Math.round(perSecond / 1000);
   const samples = new Float64Array(perSecond * seconds);
   let k = 0;
@@ -144,14 +159,41 @@ export default async function run(): Promise<void> {
 
     const rows = [
       ['`await next()` IDs/s', fmt(ours), `bare async bigint counter ${fmt(base)}`, (ours / base).toFixed(2) + '×'],
-      ['`await next()` IDs/s with collectMetrics on', fmt(withMetrics), `without metrics ${fmt(ours)}`, (withMetrics / ours).toFixed(2) + '×'],
+      [
+        '`await next()` IDs/s with collectMetrics on',
+        fmt(withMetrics),
+        `without metrics ${fmt(ours)}`,
+        (withMetrics / ours).toFixed(2) + '×',
+      ],
       ['`nextBatch(1000)` IDs/s', fmt(bOurs), `sync bigint loop ${fmt(bBase)}`, (bOurs / bBase).toFixed(2) + '×'],
-      [`next() p99.9 at ${fmt(rate)}/s, maxStep 20k (${after.leases - before.leases} switches, ${after.waits - before.waits} waits)`, `${la.p999.toFixed(1)} µs`, `bare counter ${lb.p999.toFixed(1)} µs`, (la.p999 / lb.p999).toFixed(2) + '×'],
-      ['next() p99 / max at 1M/s, maxStep 20k', `${la.p99.toFixed(1)} / ${la.max.toFixed(0)} µs`, `${lb.p99.toFixed(1)} / ${lb.max.toFixed(0)} µs`, (la.p99 / lb.p99).toFixed(2) + '×'],
-      ['DB leases per 1M IDs, default policy, steady 1M/s', (sd.leases / (sd.served / 1e6)).toFixed(2), `(step reached ${fmt(sd.currentStep)}; ${sd.leases} leases)`, ''],
-      ['DB leases per 1M IDs, flat-out `await next()` run', (s1.leases / (s1.served / 1e6)).toFixed(2), `(step reached ${fmt(s1.currentStep)})`, ''],
+      [
+        `next() p99.9 at ${fmt(rate)}/s, maxStep 20k (${after.leases - before.leases} switches, ${after.waits - before.waits} waits)`,
+        `${la.p999.toFixed(1)} µs`,
+        `bare counter ${lb.p999.toFixed(1)} µs`,
+        (la.p999 / lb.p999).toFixed(2) + '×',
+      ],
+      [
+        'next() p99 / max at 1M/s, maxStep 20k',
+        `${la.p99.toFixed(1)} / ${la.max.toFixed(0)} µs`,
+        `${lb.p99.toFixed(1)} / ${lb.max.toFixed(0)} µs`,
+        (la.p99 / lb.p99).toFixed(2) + '×',
+      ],
+      [
+        'DB leases per 1M IDs, default policy, steady 1M/s',
+        (sd.leases / (sd.served / 1e6)).toFixed(2),
+        `(step reached ${fmt(sd.currentStep)}; ${sd.leases} leases)`,
+        '',
+      ],
+      [
+        'DB leases per 1M IDs, flat-out `await next()` run',
+        (s1.leases / (s1.served / 1e6)).toFixed(2),
+        `(step reached ${fmt(s1.currentStep)})`,
+        '',
+      ],
     ];
-    console.log(`store: ${url.startsWith('pglite') ? 'PGlite (in-memory)' : url.replace(/\/\/[^@]*@/, '//')}; Node ${process.version}; ${N.toLocaleString('en')} IDs per throughput round, best of ${ROUNDS}\n`);
+    console.log(
+      `store: ${url.startsWith('pglite') ? 'PGlite (in-memory)' : url.replace(/\/\/[^@]*@/, '//')}; Node ${process.version}; ${N.toLocaleString('en')} IDs per throughput round, best of ${ROUNDS}\n`,
+    );
     console.log('| measure | idlease | baseline (same run) | ratio |');
     console.log('|---|---|---|---|');
     for (const r of rows) console.log(`| ${r.join(' | ')} |`);
@@ -196,13 +238,23 @@ async function privateDb(serverUrl: string): Promise<{ url: string; knex: Knex; 
 }
 
 function storesOn(flavor: 'postgres' | 'mysql', url: string, knex: Knex): BenchStore[] {
-  const knexStore: BenchStore = { name: `knex (${flavor === 'mysql' ? 'mysql2' : 'pg'})`, options: { knex }, store: createKnexSegmentStore(knex), end: async () => {} };
+  const knexStore: BenchStore = {
+    name: `knex (${flavor === 'mysql' ? 'mysql2' : 'pg'})`,
+    options: { knex },
+    store: createKnexSegmentStore(knex),
+    end: async () => {},
+  };
   if (flavor === 'mysql') {
     const cb = mysql.createPool({ uri: url, connectionLimit: 4 });
     const pr = mysqlPromise.createPool({ uri: url, connectionLimit: 4 });
     return [
       knexStore,
-      { name: 'mysql2 pool', options: { pool: cb }, store: createPoolSegmentStore(cb), end: () => new Promise<void>((r) => cb.end(() => r())) },
+      {
+        name: 'mysql2 pool',
+        options: { pool: cb },
+        store: createPoolSegmentStore(cb),
+        end: () => new Promise<void>((r) => cb.end(() => r())),
+      },
       { name: 'mysql2/promise pool', options: { pool: pr }, store: createPoolSegmentStore(pr), end: () => pr.end() },
     ];
   }
@@ -251,14 +303,22 @@ async function storesSideBySide(): Promise<void> {
         }
         await alloc.close();
         const lat = await leaseLatency(s.store, tag);
-        rows.push([`${flavor === 'mysql' ? 'MariaDB' : 'PostgreSQL'}, ${s.name}`, fmt(ours), fmt(base), `**${(ours / base).toFixed(2)}×**`, `${lat.p50.toFixed(2)} / ${lat.p99.toFixed(2)} ms`]);
+        rows.push([
+          `${flavor === 'mysql' ? 'MariaDB' : 'PostgreSQL'}, ${s.name}`,
+          fmt(ours),
+          fmt(base),
+          `**${(ours / base).toFixed(2)}×**`,
+          `${lat.p50.toFixed(2)} / ${lat.p99.toFixed(2)} ms`,
+        ]);
       }
     } finally {
       for (const s of stores) await s.end();
       await db.drop();
     }
   }
-  console.log(`\nstores side by side: ${STORE_N.toLocaleString('en')} IDs per \`await next()\` round, best of ${ROUNDS}, each against a bare async counter measured just before it; ${LEASES.toLocaleString('en')} sequential leases of 1,000 for latency\n`);
+  console.log(
+    `\nstores side by side: ${STORE_N.toLocaleString('en')} IDs per \`await next()\` round, best of ${ROUNDS}, each against a bare async counter measured just before it; ${LEASES.toLocaleString('en')} sequential leases of 1,000 for latency\n`,
+  );
   console.log('| store | `await next()` IDs/s | bare async counter | ratio | lease p50 / p99 |');
   console.log('|---|---|---|---|---|');
   for (const r of rows) console.log(`| ${r.join(' | ')} |`);

@@ -47,7 +47,8 @@ export default async function run(): Promise<void> {
   const dir = mkdtempSync(path.join(tmpdir(), 'idlease-bench-serve-'));
   const url = process.env.IDLEASE_BENCH_URL ?? `pglite:${path.join(dir, 'db')}`;
   try {
-    const cli = (args: string[]) => spawnSync(process.execPath, ['--import', TSX, BIN, '--url', url, ...args], { cwd: ROOT, stdio: 'inherit' });
+    const cli = (args: string[]) =>
+      spawnSync(process.execPath, ['--import', TSX, BIN, '--url', url, ...args], { cwd: ROOT, stdio: 'inherit' });
     cli(['migrate']);
     cli(['tag', 'add', 'bench', '--step', '1000']);
     const base = await start([path.join(ROOT, 'bench/serve-baseline.ts')]);
@@ -56,7 +57,14 @@ export default async function run(): Promise<void> {
     await load(base.url, 2); // warm-up: JIT and the first leases, out of the timed runs
     await load(idPath, 2);
     const pairs: Array<[autocannon.Result, autocannon.Result]> = [];
-    for (let r = 0; r < ROUNDS; r++) pairs.push(await pairOnce(r, () => load(base.url), () => load(idPath)));
+    for (let r = 0; r < ROUNDS; r++)
+      pairs.push(
+        await pairOnce(
+          r,
+          () => load(base.url),
+          () => load(idPath),
+        ),
+      );
     const ratios = pairs.map(([rb, ro]) => ro.requests.average / rb.requests.average);
     const ratio = median(ratios);
     // The pair whose ratio is the median: its figures are the ones shown.
@@ -66,10 +74,14 @@ export default async function run(): Promise<void> {
     const batch = await load(`${ours.url}/v1/segment/bench/ids?n=1000`);
     await Promise.all([stop(base.child), stop(ours.child)]);
     const errors = errorsAll + batch.non2xx + batch.errors;
-    console.log(`store: ${url.startsWith('pglite') ? 'embedded PGlite' : url.replace(/\/\/[^@]*@/, '//')}; Node ${process.version}; autocannon, 64 keep-alive connections, ${ROUNDS} pairs of ${SECONDS} s runs (order alternating), server and load generator on the same 2 cores; the median pair shown\n`);
+    console.log(
+      `store: ${url.startsWith('pglite') ? 'embedded PGlite' : url.replace(/\/\/[^@]*@/, '//')}; Node ${process.version}; autocannon, 64 keep-alive connections, ${ROUNDS} pairs of ${SECONDS} s runs (order alternating), server and load generator on the same 2 cores; the median pair shown\n`,
+    );
     console.log('| measure | idlease serve | bare node:http counter (same run) | ratio: median (range) of pairs |');
     console.log('|---|---|---|---|');
-    console.log(`| \`GET /api/segment/get/{tag}\` requests/s | ${Math.round(o.requests.average).toLocaleString('en')} | ${Math.round(b.requests.average).toLocaleString('en')} | ${ratio.toFixed(2)}× (${sorted[0]!.toFixed(2)}–${sorted[sorted.length - 1]!.toFixed(2)}) |`);
+    console.log(
+      `| \`GET /api/segment/get/{tag}\` requests/s | ${Math.round(o.requests.average).toLocaleString('en')} | ${Math.round(b.requests.average).toLocaleString('en')} | ${ratio.toFixed(2)}× (${sorted[0]!.toFixed(2)}–${sorted[sorted.length - 1]!.toFixed(2)}) |`,
+    );
     console.log(`| latency p50 / p99 | ${o.latency.p50} / ${o.latency.p99} ms | ${b.latency.p50} / ${b.latency.p99} ms | |`);
     console.log(`| \`GET /v1/segment/{tag}/ids?n=1000\` IDs/s | ${Math.round(batch.requests.average * 1000).toLocaleString('en')} | | |`);
     console.log(`| non-2xx + errors | ${errors} | | |`);

@@ -20,7 +20,11 @@ function fmt(n: number): string {
   return n >= 1e6 ? `${(n / 1e6).toFixed(2)}M` : n >= 1e3 ? `${(n / 1e3).toFixed(1)}k` : n.toFixed(n < 10 ? 2 : 0);
 }
 
-interface Run { perSecond: number; duplicates: number; errors: number }
+interface Run {
+  perSecond: number;
+  duplicates: number;
+  errors: number;
+}
 
 /** Duplicates among the IDs kept: sort and count equal neighbours (outside the timed part). */
 function duplicates(ids: BigUint64Array, n: number): number {
@@ -102,7 +106,13 @@ export default async function run(): Promise<void> {
       r.bare!.push(await asyncRun(async () => ++c));
       r.next!.push(await asyncRun(() => alloc.next()));
       let s = 0n;
-      r.sync!.push(await batchRun((n) => { const out = new Array<bigint>(n); for (let i = 0; i < n; i++) out[i] = ++s; return out; }));
+      r.sync!.push(
+        await batchRun((n) => {
+          const out = new Array<bigint>(n);
+          for (let i = 0; i < n; i++) out[i] = ++s;
+          return out;
+        }),
+      );
       r.batch!.push(await batchRun((n) => alloc.nextBatch(n)));
       r.sapphire!.push(syncRun(() => sapphire.generate()));
       r.nodejs!.push(syncRun(() => nodejs.getUniqueID() as bigint));
@@ -114,7 +124,14 @@ export default async function run(): Promise<void> {
     const b = best(r.bare!);
     const row = (label: string, key: string, base: Run, baseLabel: string) => {
       const x = best(r[key]!);
-      return [label, fmt(x.perSecond), `${baseLabel} ${fmt(base.perSecond)}`, (x.perSecond / base.perSecond).toFixed(2) + '×', String(worst(r[key]!, 'duplicates')), String(worst(r[key]!, 'errors'))];
+      return [
+        label,
+        fmt(x.perSecond),
+        `${baseLabel} ${fmt(base.perSecond)}`,
+        (x.perSecond / base.perSecond).toFixed(2) + '×',
+        String(worst(r[key]!, 'duplicates')),
+        String(worst(r[key]!, 'errors')),
+      ];
     };
     // Issue 14's targets: 0.8× the baseline "up to the layout's limit". Past 2^sequenceBits IDs
     // per unit a snowflake can only borrow ahead of the clock (bounded by maxLeadMs), so a run
@@ -130,9 +147,15 @@ export default async function run(): Promise<void> {
       row('nodejs-snowflake `getUniqueID()`', 'nodejs', b, 'bare async bigint counter'),
       row('flake-idgen `next()`', 'flake', b, 'bare async bigint counter'),
     ];
-    console.log(`store: ${url.startsWith('pglite') ? 'PGlite (in-memory)' : url.replace(/\/\/[^@]*@/, '//')}; Node ${process.version}; ${N.toLocaleString('en')} IDs per run, best of ${ROUNDS} (duplicates, errors: worst run)`);
-    console.log(`layout ceiling: ${fmt(layoutCeiling)} IDs/s per worker id (${alloc.layout.sequenceBits} sequence bits per ${alloc.layout.timeUnitMs} ms) — faster runs borrow ahead of the clock; lead at the end ${stats.leadMs} ms\n`);
-    console.log('| measure | IDs/s | baseline (same run) | ratio | duplicates | thrown errors | target: 0.8 × min(baseline, layout ceiling) |');
+    console.log(
+      `store: ${url.startsWith('pglite') ? 'PGlite (in-memory)' : url.replace(/\/\/[^@]*@/, '//')}; Node ${process.version}; ${N.toLocaleString('en')} IDs per run, best of ${ROUNDS} (duplicates, errors: worst run)`,
+    );
+    console.log(
+      `layout ceiling: ${fmt(layoutCeiling)} IDs/s per worker id (${alloc.layout.sequenceBits} sequence bits per ${alloc.layout.timeUnitMs} ms) — faster runs borrow ahead of the clock; lead at the end ${stats.leadMs} ms\n`,
+    );
+    console.log(
+      '| measure | IDs/s | baseline (same run) | ratio | duplicates | thrown errors | target: 0.8 × min(baseline, layout ceiling) |',
+    );
     console.log('|---|---|---|---|---|---|---|');
     for (const x of rows) console.log(`| ${x.join(' | ')}${x.length < 7 ? ' | ' : ''} |`);
   } finally {

@@ -13,6 +13,7 @@ import { connect } from '../src/connect.js';
 import { migrate } from '../src/migrations/migrate.js';
 import { createTicketAllocator } from '../src/ticket/allocator.js';
 import { mysqlDrawSql, readScheme } from '../src/dialects/tickets.js';
+import { knexExecutor } from '../src/drivers/knex.js';
 import { alternatingPairs, median } from './pairs.js';
 import { startMariadb, type ServerInstance } from '../test/helpers/servers.js';
 
@@ -35,20 +36,35 @@ async function timed(concurrency: number, draw: () => Promise<unknown>): Promise
 }
 
 /** The allocator's own statement, on plain mysql2 connections: the baseline. */
-async function rawLoop(url: string, sequence: string, concurrency: number, pair: { increment: number; offset: number }, generation: bigint): Promise<number> {
+async function rawLoop(
+  url: string,
+  sequence: string,
+  concurrency: number,
+  pair: { increment: number; offset: number },
+  generation: bigint,
+): Promise<number> {
   const u = new URL(url);
   const conns = Array.from({ length: concurrency }, () =>
-    mysql.createConnection({ host: u.hostname, port: Number(u.port), user: 'root', database: 'test', supportBigNumbers: true, bigNumberStrings: true }),
+    mysql.createConnection({
+      host: u.hostname,
+      port: Number(u.port),
+      user: 'root',
+      database: 'test',
+      supportBigNumbers: true,
+      bigNumberStrings: true,
+    }),
   );
   const query = (c: mysql.Connection, sql: string, values: unknown[]) =>
     new Promise<unknown>((resolve, reject) => c.query(sql, values, (err, res) => (err ? reject(err) : resolve(res))));
-  await Promise.all(conns.map((c) => query(c, 'SET SESSION auto_increment_increment = ?, auto_increment_offset = ?', [pair.increment, pair.offset])));
+  await Promise.all(
+    conns.map((c) => query(c, 'SET SESSION auto_increment_increment = ?, auto_increment_offset = ?', [pair.increment, pair.offset])),
+  );
   const sql = mysqlDrawSql({ schema: undefined, sequence });
   let i = 0;
   const perConn = async (c: mysql.Connection) => {
     for (;;) {
       try {
-        return BigInt((await query(c, sql, [sequence, generation.toString()]) as { insertId: string }).insertId);
+        return BigInt(((await query(c, sql, [sequence, generation.toString()])) as { insertId: string }).insertId);
       } catch (err) {
         if (![1213, 1205, 1467].includes((err as { errno?: number }).errno ?? 0)) throw err;
       }
@@ -61,7 +77,12 @@ async function rawLoop(url: string, sequence: string, concurrency: number, pair:
   }
 }
 
-async function allocLoop(servers: Array<{ knex: Knex; offset: number }>, sequence: string, concurrency: number, increment?: number): Promise<number> {
+async function allocLoop(
+  servers: Array<{ knex: Knex; offset: number }>,
+  sequence: string,
+  concurrency: number,
+  increment?: number,
+): Promise<number> {
   const alloc = createTicketAllocator({ servers, sequence, increment, connectionsPerServer: concurrency, timeoutMs: 30_000 });
   try {
     // Open every connection outside the clock, as the raw loop does.
@@ -99,17 +120,28 @@ export default async function run(): Promise<void> {
     for (const engine of ['MyISAM', 'InnoDB'] as const) {
       const one = `one_${engine.toLowerCase()}`;
       const two = `two_${engine.toLowerCase()}`;
-      const gen = (await readScheme(k1, 'mysql', { schema: undefined, sequence: one })).generation;
+      const gen = (await readScheme(knexExecutor(k1), { schema: undefined, sequence: one })).generation;
       // The ratio is the median of the per-pair ratios.
       const rawRun = () => rawLoop(s1!.url, one, CONCURRENCY, { increment: 1, offset: 1 }, gen);
       const ourRun = () => allocLoop([{ knex: k1, offset: 1 }], one, CONCURRENCY);
       const pairs = await alternatingPairs(ROUNDS, rawRun, ourRun);
-      if (process.env.IDLEASE_BENCH_VERBOSE) console.log(engine, 'raw/idlease pairs', pairs.map((p) => p.map(Math.round).join('/')).join(' '));
+      if (process.env.IDLEASE_BENCH_VERBOSE)
+        console.log(engine, 'raw/idlease pairs', pairs.map((p) => p.map(Math.round).join('/')).join(' '));
       const raw = median(pairs.map((p) => p[0]));
       const ours = median(pairs.map((p) => p[1]));
-      rows.push(`| ${engine} | allocator vs raw mysql2 loop, same statement, ${CONCURRENCY} conns, 1 server | ${fmt(raw)} | ${fmt(ours)} | ${median(pairs.map((p) => p[1] / p[0])).toFixed(2)}× | ≥ 0.9× |`);
+      rows.push(
+        `| ${engine} | allocator vs raw mysql2 loop, same statement, ${CONCURRENCY} conns, 1 server | ${fmt(raw)} | ${fmt(ours)} | ${median(pairs.map((p) => p[1] / p[0])).toFixed(2)}× | ≥ 0.9× |`,
+      );
       const oneRun = () => allocLoop([{ knex: k1, offset: 1 }], two, CONCURRENCY, 2);
-      const twoRun = () => allocLoop([{ knex: k1, offset: 1 }, { knex: k2, offset: 2 }], two, CONCURRENCY * 2);
+      const twoRun = () =>
+        allocLoop(
+          [
+            { knex: k1, offset: 1 },
+            { knex: k2, offset: 2 },
+          ],
+          two,
+          CONCURRENCY * 2,
+        );
       const growth = await alternatingPairs(ROUNDS, oneRun, twoRun);
       rows.push(
         `| ${engine} | 2 servers (${CONCURRENCY * 2} callers) vs 1 server (${CONCURRENCY}), allocator | ${fmt(median(growth.map((g) => g[0])))} | ${fmt(median(growth.map((g) => g[1])))} | ${median(growth.map((g) => g[1] / g[0])).toFixed(2)}× | ≈ 2× |`,
@@ -121,7 +153,9 @@ export default async function run(): Promise<void> {
       `| — | InnoDB vs MyISAM, ${CONCURRENCY} conns, allocator | ${fmt(engines.MyISAM!.c8)} | ${fmt(engines.InnoDB!.c8)} | ${(engines.InnoDB!.c8 / engines.MyISAM!.c8).toFixed(2)}× | (figure) |`,
     );
     console.log(rows.join('\n'));
-    console.log(`\n${SECONDS} s per measurement, ${ROUNDS} alternating rounds, medians; private mariadbd 10.11 instances with default (durable) settings, started by the bench.`);
+    console.log(
+      `\n${SECONDS} s per measurement, ${ROUNDS} alternating rounds, medians; private mariadbd 10.11 instances with default (durable) settings, started by the bench.`,
+    );
   } finally {
     await Promise.all(handles.map((h) => h.destroy()));
     await Promise.all(instances.map((i) => i.destroy()));

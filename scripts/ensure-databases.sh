@@ -73,14 +73,19 @@ ensure_postgres() {
 }
 
 # Components the HA and clock tests start on their own ports: pgbouncer (transaction pooling),
-# galera-4 (a MariaDB Galera cluster), faketime (a process with a shifted clock); promtool for
-# the alert rules of docs/serve.md.
+# galera-4 (a MariaDB Galera cluster), faketime (a process with a shifted clock), redis-server
+# (the Redis sequence tests start private servers and sentinels; the package's own service is
+# stopped: nothing uses it); promtool for the alert rules of docs/serve.md; iproute2 and nftables
+# for the partition tests (network namespaces, veth pairs, packet drops: test/helpers/partition.ts).
 ensure_tools() {
   local missing=()
   [ -x /usr/sbin/pgbouncer ] || [ -x /usr/bin/pgbouncer ] || missing+=(pgbouncer)
   ls /usr/lib/galera/libgalera_smm.so /usr/lib/*/galera*/libgalera_smm.so >/dev/null 2>&1 || missing+=(galera-4)
   command -v faketime >/dev/null || missing+=(faketime)
   command -v rsync >/dev/null || missing+=(rsync) # Galera's state transfer (wsrep_sst_method=rsync)
+  command -v redis-server >/dev/null || missing+=(redis-server)
+  command -v ip >/dev/null || missing+=(iproute2)
+  command -v nft >/dev/null || missing+=(nftables)
   if [ ${#missing[@]} -gt 0 ]; then apt_install "${missing[@]}"; fi
   if ! command -v promtool >/dev/null; then
     # Only promtool is wanted: no node exporter (a recommendation), and the Prometheus server
@@ -88,7 +93,7 @@ ensure_tools() {
     apt_install --no-install-recommends prometheus
     if command -v systemctl >/dev/null; then sudo_ systemctl disable --now prometheus >/dev/null 2>&1 || true; fi
   fi
-  say "tools: pgbouncer, galera-4, rsync, faketime, promtool present"
+  say "tools: pgbouncer, galera-4, rsync, faketime, redis-server, promtool, ip, nft present"
 }
 
 ensure_mariadb

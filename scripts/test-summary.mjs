@@ -14,12 +14,27 @@ for (const file of report.testResults) {
     else if (t.status === 'failed') failed++;
     else skipped++;
     const text = `${file.name} ${t.fullName}`.toLowerCase();
-    if (/\/test\/unit\//.test(file.name)) { buckets['no database (unit)']++; continue; }
+    if (/\/test\/unit\//.test(file.name)) {
+      buckets['no database (unit)']++;
+      continue;
+    }
     let hit = false;
-    if (/pglite/.test(text)) { buckets.PGlite++; hit = true; }
-    if (/mysql|mariadb|innodb|myisam/.test(text)) { buckets.MariaDB++; hit = true; }
-    if (/postgres(?!.*pglite)|postgresql/.test(text.replace(/pglite/g, ''))) { buckets.PostgreSQL++; hit = true; }
-    if (!hit) { buckets['unnamed database']++; unnamed.push(t.fullName); }
+    if (/pglite/.test(text)) {
+      buckets.PGlite++;
+      hit = true;
+    }
+    if (/mysql|mariadb|innodb|myisam/.test(text)) {
+      buckets.MariaDB++;
+      hit = true;
+    }
+    if (/postgres(?!.*pglite)|postgresql/.test(text.replace(/pglite/g, ''))) {
+      buckets.PostgreSQL++;
+      hit = true;
+    }
+    if (!hit) {
+      buckets['unnamed database']++;
+      unnamed.push(t.fullName);
+    }
   }
 }
 console.log('tests per database (a test may count for more than one):');

@@ -1,6 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import knexFactory, { type Knex } from 'knex';
+import { createRequire } from 'node:module';
+import type { Knex } from 'knex';
 import { embeddedKnexConfig, type EmbeddedConnection } from './embedded/client.js';
 import { DEFAULT_LOCK_TIMEOUT_MS } from './embedded/lock.js';
 import { IdleaseError } from './errors.js';
@@ -41,7 +42,15 @@ export interface ConnectOptions {
  * until this knex is destroyed (src/embedded/lock.ts).
  */
 export function connect(url?: string, options: ConnectOptions = {}): Knex {
-  return knexFactory(knexConfig(url, options));
+  return loadKnex()(knexConfig(url, options));
+}
+
+/** What connect() returns, named for callers that need knex's own face (migrate(), destroy()) without importing knex. */
+export type ConnectedKnex = Knex;
+
+/** knex on a PGlite the caller opened under the directory's lock (the CLI, to migrate it): knex never closes that PGlite. */
+export function connectOpenPGlite(dir: string, open: object, log: (line: string) => void): Knex {
+  return loadKnex()({ ...embeddedConfig({ dir, open }), log: knexLog(log) });
 }
 
 /** The knex config connect() uses, for knexfiles and apps that build their own knex. */
@@ -74,7 +83,10 @@ const toStderr = (line: string) => void process.stderr.write(line + '\n');
 function driverConfig(url: string | undefined, options: ConnectOptions): Knex.Config {
   const poolMax = options.poolMax ?? 4;
   if (url === '') {
-    throw new IdleaseError('BAD_CONFIG', 'The database URL is empty. Give mysql://…, postgres://… or pglite:<dir>, or pass no URL for the embedded PGlite in ./.idlease/.');
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      'The database URL is empty. Give mysql://…, postgres://… or pglite:<dir>, or pass no URL for the embedded PGlite in ./.idlease/.',
+    );
   }
   const embedded = pgliteTarget(url);
   if (embedded) return embeddedConfig({ dir: embedded.dir, lockTimeoutMs: options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS });
@@ -83,7 +95,11 @@ function driverConfig(url: string | undefined, options: ConnectOptions): Knex.Co
   try {
     parsed = new URL(url);
   } catch (cause) {
-    throw new IdleaseError('BAD_CONFIG', `Cannot parse database URL ${redact(url)}. Use mysql://user:pass@host:3306/db or postgres://user@host:5432/db.`, { cause });
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      `Cannot parse database URL ${redact(url)}. Use mysql://user:pass@host:3306/db or postgres://user@host:5432/db.`,
+      { cause },
+    );
   }
   const database = decodeURIComponent(parsed.pathname.replace(/^\//, ''));
   const common = {
@@ -112,7 +128,9 @@ function driverConfig(url: string | undefined, options: ConnectOptions): Knex.Co
       return {
         client: 'pg',
         connection: {
-          ...common, user: common.user || 'postgres', port: parsed.port ? Number(parsed.port) : 5432,
+          ...common,
+          user: common.user || 'postgres',
+          port: parsed.port ? Number(parsed.port) : 5432,
           ...(options.connectTimeoutMs === undefined ? {} : { connectionTimeoutMillis: options.connectTimeoutMs }),
         },
         pool: { min: 0, max: poolMax },
@@ -129,4 +147,12 @@ function driverConfig(url: string | undefined, options: ConnectOptions): Knex.Co
 export function embeddedConfig(connection: EmbeddedConnection): Knex.Config {
   if (connection.dir !== undefined) mkdirSync(path.dirname(path.resolve(connection.dir)), { recursive: true });
   return embeddedKnexConfig(connection);
+}
+
+/**
+ * knex is loaded on the first connect(), not when idlease is imported: an app that hands
+ * idlease a pg or mysql2 pool never loads it (knex and its dialects are ~2 MB of modules).
+ */
+function loadKnex(): (config: Knex.Config) => Knex {
+  return createRequire(import.meta.url)('knex') as (config: Knex.Config) => Knex;
 }

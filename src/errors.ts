@@ -8,6 +8,7 @@ export type IdleaseErrorCode =
   | 'UNKNOWN_TAG' // segment tag has no row; add it or opt in to create it
   | 'NOT_MIGRATED' // a table/function idlease needs is missing; run migrate
   | 'DB_UNAVAILABLE' // the database did not answer within the bound; cause attached
+  | 'REDIS_UNAVAILABLE' // Redis (a Redis sequence's issuer) did not answer within the bound; cause attached
   | 'DB_LOCKED' // another process holds the embedded (PGlite) directory and did not let go within the bound
   | 'EXHAUSTED' // a counter reached its field's limit; never wraps
   | 'CLOSED' // the allocator was closed
@@ -66,6 +67,7 @@ export const ERROR_CATEGORIES: Readonly<Record<IdleaseErrorCode, IdleaseErrorCat
   MIGRATION_FAILED: 'config',
   UNSAFE_NUMBER: 'config',
   DB_UNAVAILABLE: 'unavailable',
+  REDIS_UNAVAILABLE: 'unavailable',
   DB_LOCKED: 'unavailable',
   CLOSED: 'unavailable',
   NO_WORKER_ID: 'unavailable',

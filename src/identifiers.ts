@@ -26,7 +26,10 @@ export const DEFAULT_SEGMENT_TABLE = 'idlease_segments';
 export function validateSequenceName(value: unknown, option: string): string {
   const name = validateIdentifier(value, option);
   if (name.length > 48) {
-    throw new IdleaseError('BAD_CONFIG', `${option} must be at most 48 characters (it becomes idlease_tickets_<name>), got ${name.length}.`);
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      `${option} must be at most 48 characters (it becomes idlease_tickets_<name>), got ${name.length}.`,
+    );
   }
   return name;
 }

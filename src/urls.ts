@@ -19,7 +19,10 @@ export function pgliteTarget(url: string | undefined): { dir: string | undefined
   if (target === 'memory') return { dir: undefined };
   if (target === '') {
     // An unset variable in a deploy script (`pglite:$DIR`) must not turn into a database that forgets every ID.
-    throw new IdleaseError('BAD_CONFIG', 'The PGlite URL "pglite:" names no directory. Use pglite:<dir> (kept on disk) or, for a throwaway database, pglite:memory.');
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      'The PGlite URL "pglite:" names no directory. Use pglite:<dir> (kept on disk) or, for a throwaway database, pglite:memory.',
+    );
   }
   return { dir: target };
 }

@@ -4,6 +4,7 @@
  * Every refusal is a BAD_CONFIG that names the option and shows a value that would be accepted.
  */
 import { IdleaseError } from './errors.js';
+import { SYSTEM_CLOCK, type Clock } from './runtime/clock.js';
 
 export interface IntOptionRange {
   readonly min: number;
@@ -23,9 +24,18 @@ export function intOption(value: unknown, name: string, range: IntOptionRange): 
     const span = range.max === Number.MAX_SAFE_INTEGER ? `of at least ${range.min}` : `from ${range.min} to ${range.max}`;
     const unit = range.unit === undefined ? '' : ` (${range.unit})`;
     const example = range.example ?? range.default ?? range.min;
-    throw new IdleaseError('BAD_CONFIG', `${name} must be an integer ${span}${unit}, got ${String(value)}. Example: ${name}: ${example}.`);
+    throw new IdleaseError('BAD_CONFIG', `${name} must be an integer ${span}${unit}, got ${shown(value)}. Example: ${name}: ${example}.`);
   }
   return v;
+}
+
+/** A value as a message shows it; never throws (an object without a usable toString, a symbol). */
+function shown(value: unknown): string {
+  try {
+    return typeof value === 'object' && value !== null ? (JSON.stringify(value) ?? 'an object') : String(value);
+  } catch {
+    return typeof value === 'object' ? 'an object' : typeof value;
+  }
 }
 
 /** BAD_CONFIG for the first own key of `options` not in `known`, naming the known ones. */
@@ -35,4 +45,20 @@ export function rejectUnknownKeys(options: object, known: readonly string[], fnN
       throw new IdleaseError('BAD_CONFIG', `${fnName}: unknown option ${JSON.stringify(key)}. Known options: ${known.join(', ')}.`);
     }
   }
+}
+
+/** An injected clock (tests drive time by hand), or the system clock when none is given. */
+export function clockOption(clock: unknown): Clock {
+  if (clock === undefined) return SYSTEM_CLOCK;
+  const c = clock as Partial<Clock> | null;
+  if (
+    c === null ||
+    typeof c !== 'object' ||
+    typeof c.monoMs !== 'function' ||
+    typeof c.wallMs !== 'function' ||
+    typeof c.sleep !== 'function'
+  ) {
+    throw new IdleaseError('BAD_CONFIG', 'clock must be { wallMs(), monoMs(), sleep(ms) } (idlease SYSTEM_CLOCK is one).');
+  }
+  return c as Clock;
 }

@@ -1,6 +1,6 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import type { PGlite } from '@electric-sql/pglite';
-import type { Knex } from 'knex';
+import type { ConnectedKnex } from '../connect.js';
 // knex, knex-pglite and the drivers are imported where a command opens its database, not here:
 // `idlease next` on the embedded default runs on PGlite alone (withPGlite) and never loads them.
 import { DEFAULT_PGLITE_DIR, pgliteTarget, redact } from '../urls.js';
@@ -8,6 +8,7 @@ import { preloadedPGlite } from '../embedded/preload.js';
 import { createFromTemplate, discardTemplateCopy } from '../embedded/template.js';
 import { acquireDirectoryLock, DEFAULT_LOCK_TIMEOUT_MS, type DirectoryLock, type LockHolder } from '../embedded/lock.js';
 import { connectionErrorWithin, connectionProblem, describeConnectionProblem, isConfigProblem } from '../dialects/connection-errors.js';
+import { knexExecutor, type KnexLike } from '../drivers/knex.js';
 import { IdleaseError } from '../errors.js';
 
 export interface GlobalOptions {
@@ -31,26 +32,35 @@ export function globals(cmd: Command): GlobalOptions {
 }
 
 /** A knex handle for a CLI command: knex's own log lines (stack traces included) only with --verbose. */
-export async function openDatabase(cmd: Command, url: string | undefined, poolMax?: number): Promise<Knex> {
+export async function openDatabase(cmd: Command, url: string | undefined, poolMax?: number): Promise<ConnectedKnex> {
   const { connect } = await import('../connect.js');
   return connect(url, { poolMax, connectTimeoutMs: waitMs(cmd), log: cliLog(cmd), lockTimeoutMs: globals(cmd).lockWait });
 }
 
 function cliLog(cmd: Command): (line: string) => void {
   const verbose = globals(cmd).verbose === true;
-  return (line) => { if (verbose) process.stderr.write(line + '\n'); };
+  return (line) => {
+    if (verbose) process.stderr.write(line + '\n');
+  };
 }
 
 /** The URL a command uses: --url, else $IDLEASE_URL, else undefined (the embedded default). */
 export function targetUrl(cmd: Command): string | undefined {
   const { url } = globals(cmd);
   if (url !== undefined) {
-    if (url.trim() === '') throw new IdleaseError('BAD_CONFIG', '--url is empty (an unset variable?). Give mysql://…, postgres://… or pglite:<dir>, or leave --url out for the embedded PGlite in ./.idlease/.');
+    if (url.trim() === '')
+      throw new IdleaseError(
+        'BAD_CONFIG',
+        '--url is empty (an unset variable?). Give mysql://…, postgres://… or pglite:<dir>, or leave --url out for the embedded PGlite in ./.idlease/.',
+      );
     return url;
   }
   const env = process.env.IDLEASE_URL;
   if (env !== undefined && env.trim() === '') {
-    throw new IdleaseError('BAD_CONFIG', 'IDLEASE_URL is set but empty. Set it to mysql://…, postgres://… or pglite:<dir>, or unset it for the embedded PGlite in ./.idlease/.');
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      'IDLEASE_URL is set but empty. Set it to mysql://…, postgres://… or pglite:<dir>, or unset it for the embedded PGlite in ./.idlease/.',
+    );
   }
   return env;
 }
@@ -74,7 +84,11 @@ export interface WithKnexOptions<T> {
  * Take an embedded directory's lock for a command, waiting as --lock-wait says; undefined when
  * `idlease serve` holds it and the command goes through the server instead (`serve` is set).
  */
-async function lockEmbedded(cmd: Command, dir: string, viaServe: boolean): Promise<{ lock?: DirectoryLock; serve?: NonNullable<LockHolder['serve']> }> {
+async function lockEmbedded(
+  cmd: Command,
+  dir: string,
+  viaServe: boolean,
+): Promise<{ lock?: DirectoryLock; serve?: NonNullable<LockHolder['serve']> }> {
   let serve: LockHolder['serve'];
   const lock = await acquireDirectoryLock(dir, {
     timeoutMs: globals(cmd).lockWait ?? DEFAULT_LOCK_TIMEOUT_MS,
@@ -87,14 +101,22 @@ async function lockEmbedded(cmd: Command, dir: string, viaServe: boolean): Promi
 }
 
 /** Open the database the user named (or the embedded PGlite), run `fn`, always close. */
-export async function withKnex<T>(cmd: Command, fn: (knex: Knex, db: OpenedDatabase) => Promise<T>, options: WithKnexOptions<T> = {}): Promise<T> {
+export async function withKnex<T>(
+  cmd: Command,
+  fn: (knex: ConnectedKnex, db: OpenedDatabase) => Promise<T>,
+  options: WithKnexOptions<T> = {},
+): Promise<T> {
   const url = targetUrl(cmd);
   const embedded = pgliteTarget(url);
   if (embedded?.dir === undefined && embedded !== undefined && !options.allowMemory) {
-    throw new IdleaseError('BAD_CONFIG', `${url} keeps nothing once this command exits: the next run would start from 1 again and repeat IDs. Use pglite:<dir> (kept on disk), or leave --url out for ./${DEFAULT_PGLITE_DIR}/.`);
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      `${url} keeps nothing once this command exits: the next run would start from 1 again and repeat IDs. Use pglite:<dir> (kept on disk), or leave --url out for ./${DEFAULT_PGLITE_DIR}/.`,
+    );
   }
   // An embedded directory opens one way for every command: withPGlite (lock, template, PGlite), knex on top.
-  if (embedded?.dir !== undefined) return withPGlite(cmd, embedded.dir, async (session) => fn(await session.knex(), { lock: session.lock }), options);
+  if (embedded?.dir !== undefined)
+    return withPGlite(cmd, embedded.dir, async (session) => fn(await session.knex(), { lock: session.lock }), options);
   const knex = await openDatabase(cmd, url);
   try {
     await refuseBadConnection(knex, url, waitMs(cmd));
@@ -117,19 +139,24 @@ export interface EmbeddedSession {
    * knex on the same open PGlite, made on first call (loading knex then): for what needs knex,
    * such as migrating a directory that is not current. It never closes the PGlite.
    */
-  knex(): Promise<Knex>;
+  knex(): Promise<ConnectedKnex>;
 }
 
 /**
  * `withKnex` for an embedded directory without knex: the directory's lock first, then PGlite,
  * then `fn`; PGlite is closed before the lock is let go, as EmbeddedClient does.
  */
-export async function withPGlite<T>(cmd: Command, dir: string, fn: (session: EmbeddedSession) => Promise<T>, options: WithKnexOptions<T> = {}): Promise<T> {
+export async function withPGlite<T>(
+  cmd: Command,
+  dir: string,
+  fn: (session: EmbeddedSession) => Promise<T>,
+  options: WithKnexOptions<T> = {},
+): Promise<T> {
   const held = await lockEmbedded(cmd, dir, options.viaServe !== undefined);
   if (!held.lock) return options.viaServe!(held.serve!);
   const lock = held.lock;
   let db: PGlite | undefined;
-  let knex: Knex | undefined;
+  let knex: ConnectedKnex | undefined;
   try {
     // The lock made the directory's parent; a new directory is copied from the template, or made by PGlite's initdb.
     const [{ PGlite }, artifacts] = await Promise.all([import('@electric-sql/pglite'), preloadedPGlite()]);
@@ -148,7 +175,9 @@ export async function withPGlite<T>(cmd: Command, dir: string, fn: (session: Emb
         });
       }
     } catch (cause) {
-      throw new IdleaseError('DB_UNAVAILABLE', `Cannot open the embedded database ${dir}: ${(cause as Error)?.message ?? String(cause)}`, { cause });
+      throw new IdleaseError('DB_UNAVAILABLE', `Cannot open the embedded database ${dir}: ${(cause as Error)?.message ?? String(cause)}`, {
+        cause,
+      });
     }
     const opened = db;
     return await fn({
@@ -156,8 +185,8 @@ export async function withPGlite<T>(cmd: Command, dir: string, fn: (session: Emb
       lock,
       knex: async () => {
         if (knex === undefined) {
-          const [{ default: knexFactory }, { embeddedConfig, knexLog }] = await Promise.all([import('knex'), import('../connect.js')]);
-          knex = knexFactory({ ...embeddedConfig({ dir, open: opened }), log: knexLog(cliLog(cmd)) });
+          const { connectOpenPGlite } = await import('../connect.js');
+          knex = connectOpenPGlite(dir, opened, cliLog(cmd));
         }
         return knex;
       },
@@ -178,8 +207,13 @@ export async function withPGlite<T>(cmd: Command, dir: string, fn: (session: Emb
  * A server that refuses connections is retried for `waitForMs` (--wait) and then named as
  * DB_UNAVAILABLE, unless `unreachableIsFatal` is false (one ticket server of several may be down).
  */
-export async function refuseBadConnection(knex: Knex, url: string | undefined, waitForMs = DEFAULT_WAIT_MS, unreachableIsFatal = true): Promise<void> {
-  const err = await connectionErrorWithin(knex, unreachableIsFatal ? waitForMs : 0);
+export async function refuseBadConnection(
+  knex: KnexLike,
+  url: string | undefined,
+  waitForMs = DEFAULT_WAIT_MS,
+  unreachableIsFatal = true,
+): Promise<void> {
+  const err = await connectionErrorWithin(knexExecutor(knex), unreachableIsFatal ? waitForMs : 0);
   const problem = connectionProblem(err);
   const target = url ? redact(url) : 'the embedded PGlite';
   const driver = (err as Error | undefined)?.message ?? String(err);

@@ -11,18 +11,24 @@ import { packageVersion } from './version.js';
  * embedded database needs none of it. Listed in the order `idlease --help` shows them.
  */
 const COMMAND_MODULES: ReadonlyArray<readonly [names: readonly string[], register: (program: Command) => Promise<void>]> = [
-  [['migrate'], async (program) => {
-    const [{ registerMigrate }, { ticketMigrateFlags }, { nextIdMigrateFlags }] = await Promise.all([
-      import('./migrate.js'), import('./tickets.js'), import('./next-id.js'),
-    ]);
-    registerMigrate(program, [ticketMigrateFlags, nextIdMigrateFlags]);
-  }],
+  [
+    ['migrate'],
+    async (program) => {
+      const [{ registerMigrate }, { ticketMigrateFlags }, { nextIdMigrateFlags }] = await Promise.all([
+        import('./migrate.js'),
+        import('./tickets.js'),
+        import('./next-id.js'),
+      ]);
+      registerMigrate(program, [ticketMigrateFlags, nextIdMigrateFlags]);
+    },
+  ],
   [['next', 'tag'], async (program) => (await import('./segment.js')).registerSegmentCommands(program)],
   [['tickets'], async (program) => (await import('./tickets.js')).registerTicketCommands(program)],
   [['decode'], async (program) => (await import('./next-id.js')).registerNextIdCommands(program)],
   [['next-id'], async (program) => (await import('./next-id.js')).registerNextIdAdminCommands(program)],
   [['serve'], async (program) => (await import('./serve.js')).registerServeCommand(program)],
   [['snowflake', 'workers'], async (program) => (await import('./snowflake.js')).registerSnowflakeCommands(program)],
+  [['redis'], async (program) => (await import('./redis.js')).registerRedisCommands(program)],
 ];
 
 /** Root options that take a value: the word after them is not the command. */
@@ -55,11 +61,22 @@ function commandName(argv: readonly string[]): string | undefined {
 export async function buildProgram(argv?: readonly string[]): Promise<Command> {
   const program = new Command('idlease')
     .description('Unique 64-bit IDs from the MySQL/MariaDB and PostgreSQL you already run.')
-    .option('--url <url>', 'database: mysql://…, mariadb://…, postgres://…, pglite:<dir> (default: $IDLEASE_URL, else embedded PGlite in ./.idlease/)')
+    .option(
+      '--url <url>',
+      'database: mysql://…, mariadb://…, postgres://…, pglite:<dir> (default: $IDLEASE_URL, else embedded PGlite in ./.idlease/)',
+    )
     .option('--json', 'machine-readable output (IDs as strings)')
     .option('--verbose', "on failure, also print the error's causes and the database driver's log lines")
-    .option('--wait <seconds>', 'how long to wait for a database that does not answer before failing with DB_UNAVAILABLE (default 5)', secondsArg)
-    .option('--lock-wait <seconds>', 'embedded (PGlite) database only: how long to wait while another process has it open, before DB_LOCKED (default 10; 0 tries once)', lockSecondsArg)
+    .option(
+      '--wait <seconds>',
+      'how long to wait for a database that does not answer before failing with DB_UNAVAILABLE (default 5)',
+      secondsArg,
+    )
+    .option(
+      '--lock-wait <seconds>',
+      'embedded (PGlite) database only: how long to wait while another process has it open, before DB_LOCKED (default 10; 0 tries once)',
+      lockSecondsArg,
+    )
     .version(packageVersion(), '-V, --version', "print idlease's version")
     .exitOverride();
   // Every error is one line `idlease: CODE: message`, commander's own parse errors included;
@@ -73,12 +90,15 @@ export async function buildProgram(argv?: readonly string[]): Promise<Command> {
   const name = argv === undefined ? undefined : commandName(argv);
   const wanted = COMMAND_MODULES.filter(([names]) => name !== undefined && names.includes(name));
   for (const [, register] of wanted.length > 0 ? wanted : COMMAND_MODULES) await register(program);
-  program.addHelpText('after', `
+  program.addHelpText(
+    'after',
+    `
 Examples:
   idlease migrate                      create the embedded database and the segment table
   idlease tag add order                add a segment tag
   idlease next order -n 5              five IDs for tag "order"
-  idlease --url mysql://root@127.0.0.1:3306/app next order --json`);
+  idlease --url mysql://root@127.0.0.1:3306/app next order --json`,
+  );
   return program;
 }
 

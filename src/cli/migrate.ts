@@ -22,21 +22,30 @@ export function registerMigrate(program: Command, contributors: MigrateFlagContr
   const cmd = program
     .command('migrate')
     .description('install idlease objects (segment table by default; tickets and next_id() on request), or remove them with --down')
-    .option('--schema <name>', "PostgreSQL schema for idlease's tables and its migrations table (default idlease, created if missing; an older install found in the search path is moved there; public keeps it where it is)")
+    .option(
+      '--schema <name>',
+      "PostgreSQL schema for idlease's tables and its migrations table (default idlease, created if missing; an older install found in the search path is moved there; public keeps it where it is)",
+    )
     .option('--no-segments', 'leave out the segment table')
     .option('--segments-table <name>', 'segment table name', 'idlease_segments')
     .option('--workers', 'install the worker-id lease table of snowflake allocators')
     .option('--workers-table <name>', 'worker table name (default idlease_workers)')
     .option('--down', 'remove the objects named by the other flags instead of installing them')
-    .option('--drop-state', 'with --down: also drop segment rows that have handed out IDs, ticket counters that have issued tickets and live worker-id leases (refused without it)')
+    .option(
+      '--drop-state',
+      'with --down: also drop segment rows that have handed out IDs, ticket counters that have issued tickets and live worker-id leases (refused without it)',
+    )
     .option('--unlock', 'free a migration lock left behind by a crashed migration, then exit')
-    .addHelpText('after', `
+    .addHelpText(
+      'after',
+      `
 Examples:
   idlease migrate                                   segment table in the embedded PGlite (./.idlease/)
   idlease migrate --url mysql://root@127.0.0.1/app  the same on MySQL/MariaDB
   idlease migrate --down                            remove the segment table (refused while tags hold IDs: --drop-state)
   idlease migrate --workers                         also the worker-id table of snowflake allocators
-  idlease --url postgres://… migrate --schema public  keep the tables where idlease 0.1 put them`);
+  idlease --url postgres://… migrate --schema public  keep the tables where idlease 0.1 put them`,
+    );
   for (const c of contributors) c.configure(cmd);
   cmd.action(async (flags: MigrateFlags & Record<string, unknown>, self: Command) => {
     await withKnex(self, async (knex) => {
@@ -50,7 +59,9 @@ Examples:
         segments: flags.segments ? { table: flags.segmentsTable } : false,
         direction: flags.down ? 'down' : 'up',
         ...(flags.dropState === true ? { dropState: true } : {}),
-        ...(flags.workers === true || flags.workersTable !== undefined ? { workers: flags.workersTable === undefined ? true : { table: flags.workersTable as string } } : {}),
+        ...(flags.workers === true || flags.workersTable !== undefined
+          ? { workers: flags.workersTable === undefined ? true : { table: flags.workersTable as string } }
+          : {}),
       };
       if (flags.dropState === true && !flags.down) throw new IdleaseError('BAD_CONFIG', '--drop-state applies only with --down.');
       for (const c of contributors) options = { ...options, ...c.toOptions(flags) };

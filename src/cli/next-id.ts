@@ -56,14 +56,20 @@ export const nextIdMigrateFlags: MigrateFlagContributor = {
   configure(cmd) {
     cmd
       .option('--next-id', 'install next_id() (PostgreSQL/PGlite) in --next-id-schema')
-      .option('--next-id-schema <name>', 'schema for next_id() and its sequence (default public; with --shards the prefix of <name>_<shard>)')
+      .option(
+        '--next-id-schema <name>',
+        'schema for next_id() and its sequence (default public; with --shards the prefix of <name>_<shard>)',
+      )
       .option('--shard <n>', 'logical shard id in every ID (default 0; with --shards the first one)', nonNegativeInt('--shard'))
       .option('--shards <n>', 'install n shards at once, one schema each: <schema>_<shard>', nonNegativeInt('--shards'))
       .option('--drop-dependent-defaults', 'with --down: also drop table DEFAULTs that still call next_id()');
     addLayoutFlags(cmd);
-    cmd.addHelpText('after', `
+    cmd.addHelpText(
+      'after',
+      `
   idlease migrate --url postgres://… --no-segments --next-id --next-id-schema insta --shard 5
-  idlease migrate --url postgres://… --no-segments --next-id --next-id-schema shard --shards 4   shard_0 … shard_3`);
+  idlease migrate --url postgres://… --no-segments --next-id --next-id-schema shard --shards 4   shard_0 … shard_3`,
+    );
   },
   toOptions(flags) {
     const wanted = flags.nextId === true || ['nextIdSchema', 'shard', 'shards'].some((k) => flags[k] !== undefined);
@@ -91,17 +97,23 @@ export function registerNextIdCommands(program: Command): void {
     });
     print(
       self,
-      decoded.map((d) => `${d.id}  time ${Number.isNaN(d.unixMs) ? `+${d.timeMs} ms` : d.timestamp.toISOString()}  shard ${d.shard}  sequence ${d.sequence}`),
+      decoded.map(
+        (d) =>
+          `${d.id}  time ${Number.isNaN(d.unixMs) ? `+${d.timeMs} ms` : d.timestamp.toISOString()}  shard ${d.shard}  sequence ${d.sequence}`,
+      ),
       decoded.length === 1 ? jsonOf(decoded[0]!) : decoded.map(jsonOf),
     );
   });
-  cmd.addHelpText('after', `
+  cmd.addHelpText(
+    'after',
+    `
 Examples:
   idlease decode 382685760811184128
   idlease decode 382685760811184128 --json
   idlease decode 1541815603606036480 --preset twitter
   idlease decode 410008727573037057 --preset sonyflake
-  idlease decode 123456789 --time-bits 41 --shard-bits 13 --sequence-bits 9 --epoch 2011-08-24T21:07:01.721Z`);
+  idlease decode 123456789 --time-bits 41 --shard-bits 13 --sequence-bits 9 --epoch 2011-08-24T21:07:01.721Z`,
+  );
 }
 
 /** `idlease next-id bump`: the next_id() repair after a failover (docs/failover.md). */
@@ -112,14 +124,25 @@ export function registerNextIdAdminCommands(program: Command): void {
     .command('bump')
     .description('raise the sequence behind next_id() so new IDs start --ahead-ms past the database clock (never lowers)')
     .option('--next-id-schema <name>', 'schema next_id() was installed in (default public)')
-    .requiredOption('--ahead-ms <ms>', 'how far ahead of the clock new IDs start: the largest burst lead you expect', nonNegativeInt('--ahead-ms'))
-    .addHelpText('after', `
+    .requiredOption(
+      '--ahead-ms <ms>',
+      'how far ahead of the clock new IDs start: the largest burst lead you expect',
+      nonNegativeInt('--ahead-ms'),
+    )
+    .addHelpText(
+      'after',
+      `
 After a failover to a standby that may have missed the latest draws, run this before traffic
-reaches it; see docs/failover.md.`)
+reaches it; see docs/failover.md.`,
+    )
     .action(async (flags: { nextIdSchema?: string; aheadMs: number }, self: Command) => {
       await withKnex(self, async (knex) => {
         const r = await bumpNextId(knex, { schema: flags.nextIdSchema, aheadMs: flags.aheadMs });
-        print(self, [`next_id() in ${flags.nextIdSchema ?? 'public'}: sequence ${r.before ?? 'never drawn'} → ${r.after}`], { schema: flags.nextIdSchema ?? 'public', before: r.before === null ? null : String(r.before), after: String(r.after) });
+        print(self, [`next_id() in ${flags.nextIdSchema ?? 'public'}: sequence ${r.before ?? 'never drawn'} → ${r.after}`], {
+          schema: flags.nextIdSchema ?? 'public',
+          before: r.before === null ? null : String(r.before),
+          after: String(r.after),
+        });
       });
     });
 }

@@ -1,5 +1,5 @@
-import { Command, InvalidArgumentError } from 'commander';
-import type { Knex } from 'knex';
+import { type Command, InvalidArgumentError } from 'commander';
+import type { ConnectedKnex } from '../connect.js';
 import { IdleaseError } from '../errors.js';
 import { knexExecutor } from '../drivers/knex.js';
 import { pgliteExecutor } from '../drivers/pglite.js';
@@ -23,12 +23,12 @@ function isEmbedded(cmd: Command): boolean {
   return pgliteTarget(targetUrl(cmd)) !== undefined;
 }
 
-async function prepare(cmd: Command, knex: Knex, flags: TableFlags): Promise<void> {
+async function prepare(cmd: Command, knex: ConnectedKnex, flags: TableFlags): Promise<void> {
   if (isEmbedded(cmd)) await migrateEmbedded(knexExecutor(knex), async () => knex, flags);
 }
 
 /** Migrate an embedded database on use; one SELECT when it is already current, knex's migrator only when it is not. */
-async function migrateEmbedded(db: SqlExecutor, knex: () => Promise<Knex>, flags: TableFlags): Promise<void> {
+async function migrateEmbedded(db: SqlExecutor, knex: () => Promise<ConnectedKnex>, flags: TableFlags): Promise<void> {
   const options = { schema: flags.schema, segments: { table: flags.table } };
   if (!(await isMigrated(db, options))) await migrate(await knex(), options);
 }
@@ -40,7 +40,12 @@ async function migrateEmbedded(db: SqlExecutor, knex: () => Promise<Knex>, flags
  * allocator, which leases afresh and says what went wrong in its own words: at worst a range
  * this attempt leased is skipped, never handed out twice.
  */
-async function leaseExactly(store: SegmentStore, tag: string, count: number, create: { start?: string; step?: number } | undefined): Promise<bigint[] | undefined> {
+async function leaseExactly(
+  store: SegmentStore,
+  tag: string,
+  count: number,
+  create: { start?: string; step?: number } | undefined,
+): Promise<bigint[] | undefined> {
   const resolved = resolveSegmentOptions({ store, tag, ...(create ? { create } : {}) });
   try {
     let res = await store.lease(resolved.tag, count);
@@ -58,14 +63,18 @@ async function leaseExactly(store: SegmentStore, tag: string, count: number, cre
 }
 
 function startArg(value: string): string {
-  if (!/^\d+$/.test(value) || BigInt(value) < 1n) throw new InvalidArgumentError(`--start must be a positive integer (the first ID), got ${JSON.stringify(value)}.`);
+  if (!/^\d+$/.test(value) || BigInt(value) < 1n)
+    throw new InvalidArgumentError(`--start must be a positive integer (the first ID), got ${JSON.stringify(value)}.`);
   return value;
 }
 
 function withTableFlags(cmd: Command): Command {
   return cmd
     .option('--table <name>', 'segment table', 'idlease_segments')
-    .option('--schema <name>', "PostgreSQL schema of idlease's tables (default idlease; public for an install kept where an older idlease put it)");
+    .option(
+      '--schema <name>',
+      "PostgreSQL schema of idlease's tables (default idlease; public for an install kept where an older idlease put it)",
+    );
 }
 
 export function registerSegmentCommands(program: Command): void {
@@ -78,17 +87,24 @@ export function registerSegmentCommands(program: Command): void {
       .option('--start <n>', 'first ID when --create adds the tag', startArg)
       .option('--step <n>', 'admin step when --create adds the tag', positiveInt('--step')),
   )
-    .addHelpText('after', `
+    .addHelpText(
+      'after',
+      `
 On the embedded database (no --url) the first run creates ./.idlease/, migrates and adds the
 tag; later runs continue where the last one stopped (the unused part of each lease is given
 back on exit), and never repeat an ID. On a server database run \`idlease migrate\` and
-\`idlease tag add <tag>\` first, or pass --create.`)
+\`idlease tag add <tag>\` first, or pass --create.`,
+    )
     .action(async (tag: string, flags: TableFlags & { count: number; create?: boolean; start?: string; step?: number }, self: Command) => {
-      if (flags.count > 1_000_000) throw new IdleaseError('BAD_ARGUMENT', `-n must be at most 1000000, got ${flags.count}; run the command again for more.`);
+      if (flags.count > 1_000_000)
+        throw new IdleaseError('BAD_ARGUMENT', `-n must be at most 1000000, got ${flags.count}; run the command again for more.`);
       const create = flags.create || isEmbedded(self) ? { start: flags.start, step: flags.step } : undefined;
       const draw = async (source: Pick<SegmentAllocatorOptions, 'knex' | 'store'>) => {
         const alloc = createSegmentAllocator({
-          ...source, tag, table: flags.table, schema: flags.schema,
+          ...source,
+          tag,
+          table: flags.table,
+          schema: flags.schema,
           ...(create ? { create } : {}),
           // One short-lived process: lease what is asked for (at least the row's step), nothing more.
           targetLeaseMs: 1,
@@ -141,7 +157,14 @@ back on exit), and never repeat an ID. On a server database run \`idlease migrat
   ).action(async (tag: string, flags: TableFlags & { start: string; step: number; description: string }, self: Command) => {
     await withKnex(self, async (knex) => {
       await prepare(self, knex, flags);
-      const { created, row } = await addTag(knex, { tag, start: flags.start, step: flags.step, description: flags.description, table: flags.table, schema: flags.schema });
+      const { created, row } = await addTag(knex, {
+        tag,
+        start: flags.start,
+        step: flags.step,
+        description: flags.description,
+        table: flags.table,
+        schema: flags.schema,
+      });
       print(
         self,
         created
@@ -168,15 +191,17 @@ back on exit), and never repeat an ID. On a server database run \`idlease migrat
   });
 
   withTableFlags(
-    tagCmd
-      .command('set-step <tag> <n>')
-      .description("change a tag's admin step; running allocators use it from their next lease"),
+    tagCmd.command('set-step <tag> <n>').description("change a tag's admin step; running allocators use it from their next lease"),
   ).action(async (tag: string, n: string, flags: TableFlags, self: Command) => {
     const step = positiveInt('step')(n);
     await withKnex(self, async (knex) => {
       await prepare(self, knex, flags);
       const row = await setStep(knex, tag, step, { table: flags.table, schema: flags.schema });
-      print(self, `tag ${tag}: step is now ${row.step} (running allocators use it from their next lease)`, { tag, step: row.step, maxId: row.maxId });
+      print(self, `tag ${tag}: step is now ${row.step} (running allocators use it from their next lease)`, {
+        tag,
+        step: row.step,
+        maxId: row.maxId,
+      });
     });
   });
 
@@ -188,15 +213,22 @@ back on exit), and never repeat an ID. On a server database run \`idlease migrat
       .option('--by <n>', 'raise by n IDs (the largest step in use × the number of processes)', startArg)
       .option('--to <id>', 'raise to at least this value (never lowers)', startArg),
   )
-    .addHelpText('after', `
+    .addHelpText(
+      'after',
+      `
 After a failover to a replica that may have missed the latest leases (asynchronous
 replication) or a restore from a backup, run this before starting new processes; see
-docs/failover.md for the margin to use.`)
+docs/failover.md for the margin to use.`,
+    )
     .action(async (tag: string | undefined, flags: TableFlags & { all?: boolean; by?: string; to?: string }, self: Command) => {
       await withKnex(self, async (knex) => {
         await prepare(self, knex, flags);
         const rows = await bumpTag(knex, { tag, all: flags.all, by: flags.by, to: flags.to, table: flags.table, schema: flags.schema });
-        print(self, rows.map((r) => `tag ${r.tag}: max_id ${r.before} → ${r.after}`), rows);
+        print(
+          self,
+          rows.map((r) => `tag ${r.tag}: max_id ${r.before} → ${r.after}`),
+          rows,
+        );
       });
     });
 }

@@ -8,22 +8,34 @@ import { addDecodeLayoutFlags, decodeLayoutFrom } from './next-id.js';
 import { print, waitMs, withKnex } from './context.js';
 
 function count(value: string): number {
-  if (!/^\d+$/.test(value) || Number(value) < 1 || Number(value) > 1_000_000) throw new InvalidArgumentError(`-n must be an integer from 1 to 1000000, got ${JSON.stringify(value)}.`);
+  if (!/^\d+$/.test(value) || Number(value) < 1 || Number(value) > 1_000_000)
+    throw new InvalidArgumentError(`-n must be an integer from 1 to 1000000, got ${JSON.stringify(value)}.`);
   return Number(value);
 }
 
 export function registerSnowflakeCommands(program: Command): void {
-  const snowflake = program.command('snowflake').description('time-ordered IDs made in this process with a worker id leased from idlease_workers');
+  const snowflake = program
+    .command('snowflake')
+    .description('time-ordered IDs made in this process with a worker id leased from idlease_workers');
   const next = snowflake
     .command('next')
     .description('claim a worker id, print IDs, give the id back')
     .option('-n <count>', 'how many IDs', count, 1)
     .option('--group <name>', 'worker-id group', 'default')
-    .option('--schema <name>', "PostgreSQL schema of idlease's tables (default idlease; public for an install kept where an older idlease put it)");
+    .option(
+      '--schema <name>',
+      "PostgreSQL schema of idlease's tables (default idlease; public for an install kept where an older idlease put it)",
+    );
   addDecodeLayoutFlags(next).action(async (flags: Record<string, unknown>, self: Command) => {
     await withKnex(self, async (knex) => {
       const layout = resolveLayout(decodeLayoutFrom(flags));
-      const alloc = createSnowflakeAllocator({ knex, group: flags.group as string, layout, waitTimeoutMs: waitMs(self), ...(flags.schema === undefined ? {} : { schema: flags.schema as string }) });
+      const alloc = createSnowflakeAllocator({
+        knex,
+        group: flags.group as string,
+        layout,
+        waitTimeoutMs: waitMs(self),
+        ...(flags.schema === undefined ? {} : { schema: flags.schema as string }),
+      });
       try {
         const ids = await alloc.nextBatch(flags.n as number);
         print(self, ids.map(String), { group: alloc.group, workerId: alloc.workerId, ids });
@@ -32,10 +44,13 @@ export function registerSnowflakeCommands(program: Command): void {
       }
     });
   });
-  next.addHelpText('after', `
+  next.addHelpText(
+    'after',
+    `
 Examples:
   idlease snowflake next -n 5 --group orders
-  idlease snowflake next --preset twitter`);
+  idlease snowflake next --preset twitter`,
+  );
 
   program
     .command('workers')
@@ -43,15 +58,24 @@ Examples:
     .command('list')
     .description('every worker id of a group (or all groups): holder, lease expiry, recorded time bound')
     .option('--group <name>', 'only this group')
-    .option('--schema <name>', "PostgreSQL schema of idlease's tables (default idlease; public for an install kept where an older idlease put it)")
+    .option(
+      '--schema <name>',
+      "PostgreSQL schema of idlease's tables (default idlease; public for an install kept where an older idlease put it)",
+    )
     .action(async (flags: { group?: string; schema?: string }, self: Command) => {
       await withKnex(self, async (knex) => {
-        const rows = await createKnexWorkerIdStore(knex, { schema: flags.schema === undefined ? undefined : validateIdentifier(flags.schema, '--schema'), table: 'idlease_workers' }).list(flags.group);
+        const rows = await createKnexWorkerIdStore(knex, {
+          schema: flags.schema === undefined ? undefined : validateIdentifier(flags.schema, '--schema'),
+          table: 'idlease_workers',
+        }).list(flags.group);
         print(
           self,
           rows.length === 0
             ? 'no worker ids claimed yet'
-            : rows.map((r) => `${r.group}  ${r.workerId}  ${r.alive ? 'alive' : 'free '}  ${r.host}/${r.pid}  expires ${r.leaseExpiresAt.toISOString()}  max time ${r.maxTimeMs}`),
+            : rows.map(
+                (r) =>
+                  `${r.group}  ${r.workerId}  ${r.alive ? 'alive' : 'free '}  ${r.host}/${r.pid}  expires ${r.leaseExpiresAt.toISOString()}  max time ${r.maxTimeMs}`,
+              ),
           rows,
         );
       });

@@ -4,7 +4,7 @@
  * or with explicit `--offsets`; without `--server` the global `--url` is the one server.
  */
 import { InvalidArgumentError, type Command } from 'commander';
-import type { Knex } from 'knex';
+import type { ConnectedKnex as Knex } from '../connect.js';
 import { redact } from '../connect.js';
 import { IdleaseError } from '../errors.js';
 import { createTicketAllocator } from '../ticket/allocator.js';
@@ -16,8 +16,15 @@ export const ticketMigrateFlags: MigrateFlagContributor = {
   configure(cmd) {
     cmd
       .option('--tickets [sequences...]', 'install ticket tables (MySQL) / sequences (Postgres); names default to "default"')
-      .option('--tickets-engine <engine>', 'MySQL/MariaDB only: storage engine for ticket tables, InnoDB (durable, the default) or MyISAM (faster, not crash-safe)')
-      .option('--tickets-increment <n>', 'auto-increment increment this server serves (number of servers)', positiveInt('--tickets-increment'))
+      .option(
+        '--tickets-engine <engine>',
+        'MySQL/MariaDB only: storage engine for ticket tables, InnoDB (durable, the default) or MyISAM (faster, not crash-safe)',
+      )
+      .option(
+        '--tickets-increment <n>',
+        'auto-increment increment this server serves (number of servers)',
+        positiveInt('--tickets-increment'),
+      )
       .option('--tickets-offset <k>', "this server's offset 1..increment", positiveInt('--tickets-offset'));
   },
   toOptions(flags) {
@@ -26,7 +33,10 @@ export const ticketMigrateFlags: MigrateFlagContributor = {
       const stray = (['ticketsEngine', 'ticketsIncrement', 'ticketsOffset'] as const).find((k) => flags[k] !== undefined);
       if (stray) {
         const flag = '--' + stray.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase());
-        throw new IdleaseError('BAD_CONFIG', `${flag} applies only with --tickets; add --tickets [sequences...] to install ticket objects.`);
+        throw new IdleaseError(
+          'BAD_CONFIG',
+          `${flag} applies only with --tickets; add --tickets [sequences...] to install ticket objects.`,
+        );
       }
       return {};
     }
@@ -56,7 +66,8 @@ const collect = (value: string, previous: string[]) => [...previous, value];
 
 function offsetList(value: string): number[] {
   const parts = value.split(',').map((p) => p.trim());
-  if (parts.some((p) => !/^\d+$/.test(p))) throw new InvalidArgumentError(`--offsets must be a comma-separated list of positive integers, got ${JSON.stringify(value)}.`);
+  if (parts.some((p) => !/^\d+$/.test(p)))
+    throw new InvalidArgumentError(`--offsets must be a comma-separated list of positive integers, got ${JSON.stringify(value)}.`);
   return parts.map(Number);
 }
 
@@ -68,11 +79,18 @@ function serverOptions(cmd: Command): Command {
     .option('--sequence <name>', 'ticket sequence name', 'default');
 }
 
-async function withServers<T>(self: Command, flags: ServerFlags, fn: (servers: Array<{ knex: Knex; offset: number; name: string }>) => Promise<T>): Promise<T> {
+async function withServers<T>(
+  self: Command,
+  flags: ServerFlags,
+  fn: (servers: Array<{ knex: Knex; offset: number; name: string }>) => Promise<T>,
+): Promise<T> {
   const urls = flags.server.length > 0 ? flags.server : [globals(self).url ?? process.env.IDLEASE_URL];
   const offsets = flags.offsets ?? urls.map((_, i) => i + 1);
   if (offsets.length !== urls.length) {
-    throw new IdleaseError('BAD_CONFIG', `--offsets names ${offsets.length} offsets for ${urls.length} servers; give one offset per --server.`);
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      `--offsets names ${offsets.length} offsets for ${urls.length} servers; give one offset per --server.`,
+    );
   }
   const knexes = await Promise.all(urls.map((u) => openDatabase(self, u, 2)));
   try {
@@ -93,11 +111,14 @@ export function registerTicketCommands(program: Command): void {
   const tickets = program
     .command('tickets')
     .description('ticket servers (Flickr style): draw IDs, inspect the servers, grow the set')
-    .addHelpText('after', `
+    .addHelpText(
+      'after',
+      `
 Examples:
   idlease tickets next -n 3 --server mysql://root@db1/app --server mysql://root@db2/app
   idlease tickets status --server mysql://root@db1/app --server mysql://root@db2/app
-  idlease tickets reshard --server mysql://root@db1/app --server mysql://root@db2/app --server mysql://root@db3/app`);
+  idlease tickets reshard --server mysql://root@db1/app --server mysql://root@db2/app --server mysql://root@db3/app`,
+    );
 
   serverOptions(tickets.command('next').description('draw IDs from the ticket servers (round-robin, with failover)'))
     .option('-n, --count <n>', 'how many IDs', positiveInt('--count'), 1)
@@ -114,64 +135,90 @@ Examples:
       });
     });
 
-  serverOptions(tickets.command('status').description('each server: offset/increment as the server sees them, engine, health, last ID'))
-    .action(async (flags: ServerFlags, self: Command) => {
-      await withServers(self, flags, async (servers) => {
-        const alloc = createTicketAllocator({ servers, increment: flags.increment, sequence: flags.sequence, timeoutMs: 3000, statementTimeoutMs: 2000 });
-        try {
-          await alloc.ready().catch(() => undefined); // a refused server is reported below, not thrown
-          const st = await alloc.status();
-          // Nothing answered: there is no status to show, and a script must not read success.
-          if (st.every((s) => s.health !== 'refused' && !s.server)) {
-            throw new IdleaseError(
-              'DB_UNAVAILABLE',
-              `no ticket server answered (${st.map((s) => `${s.name}: ${s.lastError ?? 'down'}`).join('; ')}): check that they are running and reachable, then rerun.`,
-            );
-          }
-          const rows = st.map((s) => ({
-            server: s.name,
-            // Refused (not migrated, wrong pair) says more than the 'down' of a server whose facts could not be read.
-            health: s.health === 'refused' || s.server ? s.health : 'down',
-            offset: s.server?.scheme.offset,
-            increment: s.server?.scheme.increment,
-            sessionOffset: s.server?.sessionOffset,
-            sessionIncrement: s.server?.sessionIncrement,
-            myCnfOffset: s.server?.globalOffset,
-            myCnfIncrement: s.server?.globalIncrement,
-            engine: s.server?.engine,
-            generation: s.server?.scheme.generation,
-            open: s.server?.scheme.open,
-            lastId: s.server?.lastId,
-            error: s.lastError,
-          }));
-          print(
-            self,
-            rows.map(
-              (r) =>
-                `${r.server}  ${r.health}  offset ${r.offset ?? '?'}/${r.increment ?? '?'}` +
-                (r.sessionIncrement !== undefined ? ` (session ${r.sessionOffset}/${r.sessionIncrement}, my.cnf ${r.myCnfOffset}/${r.myCnfIncrement})` : '') +
-                `  engine ${r.engine ?? '?'}  last ${r.lastId ?? '-'}${r.open === false ? '  CLOSED (reshard in progress)' : ''}${r.error ? `  error: ${r.error}` : ''}`,
-            ),
-            { sequence: flags.sequence, servers: rows },
-          );
-        } finally {
-          await alloc.close();
-        }
+  serverOptions(
+    tickets.command('status').description('each server: offset/increment as the server sees them, engine, health, last ID'),
+  ).action(async (flags: ServerFlags, self: Command) => {
+    await withServers(self, flags, async (servers) => {
+      const alloc = createTicketAllocator({
+        servers,
+        increment: flags.increment,
+        sequence: flags.sequence,
+        timeoutMs: 3000,
+        statementTimeoutMs: 2000,
       });
+      try {
+        await alloc.ready().catch(() => undefined); // a refused server is reported below, not thrown
+        const st = await alloc.status();
+        // Nothing answered: there is no status to show, and a script must not read success.
+        if (st.every((s) => s.health !== 'refused' && !s.server)) {
+          throw new IdleaseError(
+            'DB_UNAVAILABLE',
+            `no ticket server answered (${st.map((s) => `${s.name}: ${s.lastError ?? 'down'}`).join('; ')}): check that they are running and reachable, then rerun.`,
+          );
+        }
+        const rows = st.map((s) => ({
+          server: s.name,
+          // Refused (not migrated, wrong pair) says more than the 'down' of a server whose facts could not be read.
+          health: s.health === 'refused' || s.server ? s.health : 'down',
+          offset: s.server?.scheme.offset,
+          increment: s.server?.scheme.increment,
+          sessionOffset: s.server?.sessionOffset,
+          sessionIncrement: s.server?.sessionIncrement,
+          myCnfOffset: s.server?.globalOffset,
+          myCnfIncrement: s.server?.globalIncrement,
+          engine: s.server?.engine,
+          generation: s.server?.scheme.generation,
+          open: s.server?.scheme.open,
+          lastId: s.server?.lastId,
+          error: s.lastError,
+        }));
+        print(
+          self,
+          rows.map(
+            (r) =>
+              `${r.server}  ${r.health}  offset ${r.offset ?? '?'}/${r.increment ?? '?'}` +
+              (r.sessionIncrement !== undefined
+                ? ` (session ${r.sessionOffset}/${r.sessionIncrement}, my.cnf ${r.myCnfOffset}/${r.myCnfIncrement})`
+                : '') +
+              `  engine ${r.engine ?? '?'}  last ${r.lastId ?? '-'}${r.open === false ? '  CLOSED (reshard in progress)' : ''}${r.error ? `  error: ${r.error}` : ''}`,
+          ),
+          { sequence: flags.sequence, servers: rows },
+        );
+      } finally {
+        await alloc.close();
+      }
     });
+  });
 
-  serverOptions(tickets.command('reshard').description('move every server to a new increment/offsets, above the global maximum; safe while IDs are drawn'))
+  serverOptions(
+    tickets
+      .command('reshard')
+      .description('move every server to a new increment/offsets, above the global maximum; safe while IDs are drawn'),
+  )
     .option('--retire <url>', 'a server leaving the set (repeat): fenced and left closed', collect, [] as string[])
-    .option('--margin <n>', 'start this many IDs above the global maximum (after a failover that may have lost draws; docs/failover.md)', nonNegativeBig)
+    .option(
+      '--margin <n>',
+      'start this many IDs above the global maximum (after a failover that may have lost draws; docs/failover.md)',
+      nonNegativeBig,
+    )
     .action(async (flags: ServerFlags & { retire: string[]; margin?: bigint }, self: Command) => {
       await withServers(self, flags, async (servers) => {
         const retired = await Promise.all(flags.retire.map(async (u) => ({ knex: await openDatabase(self, u, 2), name: redact(u) })));
         try {
           await Promise.all(retired.map((x, i) => refuseBadConnection(x.knex, flags.retire[i], 0, false)));
-          const r = await reshardTickets({ servers, increment: flags.increment, sequence: flags.sequence, retire: retired, margin: flags.margin });
+          const r = await reshardTickets({
+            servers,
+            increment: flags.increment,
+            sequence: flags.sequence,
+            retire: retired,
+            margin: flags.margin,
+          });
           print(
             self,
-            [`global maximum ${r.globalMax}; increment ${r.increment}`, ...r.servers.map((s) => `${s.name}  offset ${s.offset}  next ID ${s.firstId}`)],
+            [
+              `global maximum ${r.globalMax}; increment ${r.increment}`,
+              ...r.servers.map((s) => `${s.name}  offset ${s.offset}  next ID ${s.firstId}`),
+            ],
             r,
           );
         } finally {

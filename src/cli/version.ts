@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
  * walk up to the first package.json, which must be idlease's.
  */
 export function packageVersion(): string {
-  for (let dir = new URL('.', import.meta.url); ; ) {
+  for (let dir = new URL('.', import.meta.url); ;) {
     const file = new URL('package.json', dir);
     let text: string | undefined;
     try {

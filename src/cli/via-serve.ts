@@ -39,15 +39,26 @@ export async function drawThroughServe(serve: ServeAddress, request: DrawRequest
     const url = `${serve.url}/v1/segment/${encodeURIComponent(request.tag)}/ids?${params}`;
     let res: Response;
     try {
-      res = await fetch(url, { headers: serve.token ? { authorization: `Bearer ${serve.token}` } : {}, signal: AbortSignal.timeout(30_000) });
+      res = await fetch(url, {
+        headers: serve.token ? { authorization: `Bearer ${serve.token}` } : {},
+        signal: AbortSignal.timeout(30_000),
+      });
     } catch (cause) {
-      throw new IdleaseError('DB_UNAVAILABLE', `idlease serve at ${serve.url} holds the embedded database but did not answer (${(cause as Error).message}); rerun once it is up or stopped.`, { cause });
+      throw new IdleaseError(
+        'DB_UNAVAILABLE',
+        `idlease serve at ${serve.url} holds the embedded database but did not answer (${(cause as Error).message}); rerun once it is up or stopped.`,
+        { cause },
+      );
     }
     const body = (await res.json().catch(() => ({}))) as { ids?: string[]; code?: string; message?: string };
     if (!res.ok || !Array.isArray(body.ids)) {
       // The server's own HTTP codes (SHUTTING_DOWN, UNAUTHORIZED) are the server being unavailable to this command.
-      const code: IdleaseErrorCode = body.code !== undefined && body.code in ERROR_CATEGORIES ? (body.code as IdleaseErrorCode) : 'DB_UNAVAILABLE';
-      throw new IdleaseError(code, `${body.code && !(body.code in ERROR_CATEGORIES) ? `${body.code}: ` : ''}${body.message ?? `HTTP ${res.status}`} (from idlease serve at ${serve.url}, which holds the embedded database)`);
+      const code: IdleaseErrorCode =
+        body.code !== undefined && body.code in ERROR_CATEGORIES ? (body.code as IdleaseErrorCode) : 'DB_UNAVAILABLE';
+      throw new IdleaseError(
+        code,
+        `${body.code && !(body.code in ERROR_CATEGORIES) ? `${body.code}: ` : ''}${body.message ?? `HTTP ${res.status}`} (from idlease serve at ${serve.url}, which holds the embedded database)`,
+      );
     }
     for (const id of body.ids) ids.push(BigInt(id));
   }

@@ -1,15 +1,7 @@
 import { SYSTEM_CLOCK } from '../runtime/clock.js';
+import { isConflict } from './driver-errors.js';
 
-/**
- * A statement that lost a race and was rolled back whole: an InnoDB deadlock, or on Galera a
- * certification conflict (another node committed the same row first), which also arrives as
- * 1213 — at commit, so even a one-statement write sees it. Such a statement changed nothing,
- * so running it again is safe.
- */
-export function isConflict(err: unknown): boolean {
-  const e = err as { errno?: unknown; code?: unknown } | null;
-  return e?.errno === 1213 || e?.code === '40P01' || e?.code === '40001';
-}
+export { isConflict };
 
 /** Conflicts retried inside one call; past that, the caller's own backoff takes over. */
 export const CONFLICT_ATTEMPTS = 12;

@@ -1,33 +1,22 @@
-import type { Knex } from 'knex';
 import { IdleaseError } from '../errors.js';
 import { backoffMs } from '../runtime/backoff.js';
 import { SYSTEM_CLOCK } from '../runtime/clock.js';
 import { settlesWithin } from '../runtime/deadline.js';
+import { classifyDriverError } from './driver-errors.js';
+import type { SqlExecutor } from './sql.js';
 
 /**
  * What a driver error says about the connection, for messages and events: a wrong password,
  * a missing database or a host name that does not resolve is configuration (retrying will not
  * fix it until someone does), a refused or dropped connection is the database being away.
- * The one classifier of driver errors: allocators' events, the CLI and admin calls read it.
+ * Read from the one classifier (driver-errors.ts): allocators' events, the CLI and admin calls use it.
  */
 export type ConnectionProblem = 'access-denied' | 'unknown-database' | 'unknown-host' | 'unreachable';
 
-const ACCESS_DENIED = new Set(['ER_ACCESS_DENIED_ERROR', 'ER_DBACCESS_DENIED_ERROR', '28P01', '28000']);
-const UNKNOWN_DATABASE = new Set(['ER_BAD_DB_ERROR', '3D000']);
-// ENOTFOUND is the resolver's definite "no such name" (NXDOMAIN); EAI_AGAIN, a resolver that
-// did not answer, is the network being away.
-const UNKNOWN_HOST = new Set(['ENOTFOUND']);
-const UNREACHABLE = new Set(['ECONNREFUSED', 'ECONNRESET', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'ECONNABORTED', 'ETIMEDOUT', 'EPIPE', 'PROTOCOL_CONNECTION_LOST', '57P01', '57P03']);
-
 export function connectionProblem(err: unknown): ConnectionProblem | undefined {
-  const e = err as { code?: unknown; errno?: unknown } | null;
-  const code = typeof e?.code === 'string' ? e.code : undefined;
-  if (code === undefined) return undefined;
-  if (ACCESS_DENIED.has(code) || e?.errno === 1045) return 'access-denied';
-  if (UNKNOWN_DATABASE.has(code) || e?.errno === 1049) return 'unknown-database';
-  if (UNKNOWN_HOST.has(code)) return 'unknown-host';
-  if (UNREACHABLE.has(code)) return 'unreachable';
-  return undefined;
+  const kind = classifyDriverError(err);
+  if (kind === 'transport') return 'unreachable';
+  return kind === 'access-denied' || kind === 'unknown-database' || kind === 'unknown-host' ? kind : undefined;
 }
 
 /** A few words for a message: what the problem is and what to check. */
@@ -64,7 +53,9 @@ export function typedConnectionError(err: unknown, target = 'the database'): unk
   if (isConfigProblem(problem)) {
     return new IdleaseError('BAD_CONFIG', `cannot use ${target}: ${describeConnectionProblem(problem)} (${driver}).`, { cause: err });
   }
-  return new IdleaseError('DB_UNAVAILABLE', `cannot reach ${target} (${driver}): check that it is running and reachable, then retry.`, { cause: err });
+  return new IdleaseError('DB_UNAVAILABLE', `cannot reach ${target} (${driver}): check that it is running and reachable, then retry.`, {
+    cause: err,
+  });
 }
 
 /** Run a one-shot database call and rethrow its connection failures typed (typedConnectionError). */
@@ -81,14 +72,14 @@ export async function typedConnectionErrors<T>(call: () => Promise<T>, target?: 
  * the bound a one-shot command waits for a database that is restarting. A configuration
  * problem (or an answer) ends the wait at once.
  */
-export async function connectionErrorWithin(knex: Knex, boundMs: number): Promise<unknown> {
+export async function connectionErrorWithin(db: SqlExecutor, boundMs: number): Promise<unknown> {
   const deadline = Date.now() + boundMs;
   let last: unknown;
   for (let attempt = 0; ; attempt++) {
     // A slow answer is not "unreachable" (the allocators wait for that on their own bounds):
     // the first probe gets 3 s whatever the bound, later ones what is left of it — and a later
     // one cut short by the bound leaves the refusal that came before it standing.
-    const r = await probe(knex, attempt === 0 ? 3000 : Math.max(1, Math.min(3000, deadline - Date.now())));
+    const r = await probe(db, attempt === 0 ? 3000 : Math.max(1, Math.min(3000, deadline - Date.now())));
     if (r === 'ok') return undefined;
     if (r === 'late') return last;
     if (connectionProblem(r.error) !== 'unreachable') return r.error;
@@ -104,13 +95,16 @@ export async function connectionErrorWithin(knex: Knex, boundMs: number): Promis
  * or undefined when the database answered or did not answer within `timeoutMs` (a slow
  * server is the allocators' business: they wait and retry on their own bounds).
  */
-export async function connectionError(knex: Knex, timeoutMs: number): Promise<unknown> {
-  const r = await probe(knex, timeoutMs);
+export async function connectionError(db: SqlExecutor, timeoutMs: number): Promise<unknown> {
+  const r = await probe(db, timeoutMs);
   return r === 'ok' || r === 'late' ? undefined : r.error;
 }
 
 /** One `SELECT 1` within `timeoutMs`: answered, not yet answered, or the driver's error. */
-export async function probe(knex: Knex, timeoutMs: number): Promise<'ok' | 'late' | { error: unknown }> {
-  const answer = knex.raw('SELECT 1').then(() => 'ok' as const, (error: unknown) => ({ error }));
+export async function probe(db: SqlExecutor, timeoutMs: number): Promise<'ok' | 'late' | { error: unknown }> {
+  const answer = db.run('SELECT 1', []).then(
+    () => 'ok' as const,
+    (error: unknown) => ({ error }),
+  );
   return (await settlesWithin(answer, timeoutMs, SYSTEM_CLOCK, true)) ? answer : 'late';
 }

@@ -1,26 +1,5 @@
-import type { Knex } from 'knex';
-import { IdleaseError } from '../errors.js';
-
-/** The SQL family a knex handle speaks. PGlite speaks postgres but is one in-process connection. */
+/** The SQL family a handle speaks. PGlite speaks postgres but is one in-process connection. */
 export type Flavor = 'mysql' | 'postgres' | 'pglite';
-
-export function flavorOf(knex: Knex): Flavor {
-  const client = knex.client as { config?: { client?: unknown }; dialect?: string; driverName?: string; pglite?: unknown };
-  const configured = client.config?.client;
-  const name =
-    typeof configured === 'string'
-      ? configured
-      : typeof configured === 'function'
-        ? (configured as { name?: string }).name ?? ''
-        : '';
-  if (/pglite/i.test(name) || 'pglite' in client) return 'pglite';
-  if (client.dialect === 'mysql' || /^(mysql2?|mariadb)$/i.test(name)) return 'mysql';
-  if (client.dialect === 'postgresql' || /^(pg|postgres|postgresql)$/i.test(name)) return 'postgres';
-  throw new IdleaseError(
-    'BAD_CONFIG',
-    `idlease supports knex clients 'mysql2', 'pg' and PGlite (knex-pglite); this knex uses ${JSON.stringify(name || client.dialect)}.`,
-  );
-}
 
 export function isPostgres(flavor: Flavor): flavor is 'postgres' | 'pglite' {
   return flavor !== 'mysql';

@@ -1,29 +1,15 @@
-import type { Knex } from 'knex';
 import { IdleaseError } from '../errors.js';
-import type { Flavor } from './detect.js';
-import { rowsOf } from './results.js';
-/**
- * "The table (or sequence) idlease needs is not there": the one test both dialect files use
- * to turn a driver error into NOT_MIGRATED. Narrow on purpose: a bare "does not exist" also
- * matches PostgreSQL's unknown database (3D000), which is a connection problem, not a
- * migration to run.
- */
-export function isMissingTable(err: unknown): boolean {
-  const e = err as { code?: unknown; errno?: unknown; message?: unknown } | null;
-  if (e === null || typeof e !== 'object') return false;
-  // 42P01 undefined_table (Postgres and PGlite; a missing sequence in nextval() too); 3F000
-  // invalid_schema_name: idlease's own schema is created by migrate, so its absence means the
-  // same thing; 1146 ER_NO_SUCH_TABLE.
-  if (e.code === '42P01' || e.code === '3F000' || e.code === 'ER_NO_SUCH_TABLE' || e.errno === 1146) return true;
-  return /relation "?[^"]*"? does not exist|schema "[^"]*" does not exist|Table '[^']*' doesn't exist/i.test(String(e.message));
-}
+import type { SqlExecutor } from './sql.js';
+import { isMissingTable } from './driver-errors.js';
+
+export { isMissingTable };
 
 /** One catalog query, however the caller reaches the database: rows as arrays of values. */
 export type CatalogQuery = (sql: string, values: readonly string[]) => Promise<unknown[][]>;
 
-/** A CatalogQuery over a knex handle. */
-export function knexCatalogQuery(knex: Knex, flavor: Flavor): CatalogQuery {
-  return async (sql, values) => rowsOf(flavor, await knex.raw(sql, values)).map((r) => Object.values(r));
+/** A CatalogQuery over an executor. */
+export function executorCatalogQuery(db: SqlExecutor): CatalogQuery {
+  return async (sql, values) => (await db.run(sql, values)).rows as unknown[][];
 }
 
 /**
@@ -32,7 +18,13 @@ export function knexCatalogQuery(knex: Knex, flavor: Flavor): CatalogQuery {
  * schema. PostgreSQL only, and only for the default schema (an explicit schema is the user's
  * choice); undefined whenever the lookup itself fails, since it only words a message.
  */
-export async function olderInstallSchema(query: CatalogQuery, isPostgres: boolean, schemaGiven: boolean, ownSchema: string, object: string): Promise<string | undefined> {
+export async function olderInstallSchema(
+  query: CatalogQuery,
+  isPostgres: boolean,
+  schemaGiven: boolean,
+  ownSchema: string,
+  object: string,
+): Promise<string | undefined> {
   if (!isPostgres || schemaGiven) return undefined;
   try {
     const rows = await query(
@@ -64,8 +56,12 @@ export function notMigratedError(args: {
 }): IdleaseError {
   const migrate = `migrate${args.flags ? ` ${args.flags}` : ''}`;
   const older = args.olderIn === undefined ? undefined : `An older idlease installed it in schema ${args.olderIn}: `;
-  const lib = older ? ` ${older}migrate moves it, rows and all, into schema ${args.ownSchema}; to keep it where it is, pass schema: '${args.olderIn}' everywhere instead.` : '';
-  const cli = older ? ` ${older}that migrate moves it, rows and all, into schema ${args.ownSchema}; to keep it where it is, pass --schema ${args.olderIn} to every command instead.` : '';
+  const lib = older
+    ? ` ${older}migrate moves it, rows and all, into schema ${args.ownSchema}; to keep it where it is, pass schema: '${args.olderIn}' everywhere instead.`
+    : '';
+  const cli = older
+    ? ` ${older}that migrate moves it, rows and all, into schema ${args.ownSchema}; to keep it where it is, pass --schema ${args.olderIn} to every command instead.`
+    : '';
   return new IdleaseError('NOT_MIGRATED', `${args.what} Run ${args.call} (CLI: idlease ${migrate}) first.${lib}`, {
     cause: args.cause,
     cli: { message: `${args.what} Run \`{idlease} ${migrate}\` first.${cli}` },

@@ -35,10 +35,11 @@
  * DDL cannot take bind parameters, so the layout goes into the function bodies as integer
  * literals; every one comes from a validated layout and is checked to be an integer here.
  */
-import type { Knex } from 'knex';
 import type { IdLayout } from '../layout/index.js';
 import { IdleaseError } from '../errors.js';
+import { toBigInt } from '../ids.js';
 import { qualified, quoteIdent } from './detect.js';
+import type { SqlExecutor } from './sql.js';
 
 export const NEXT_ID_SEQUENCE = 'idlease_next_id_seq';
 /** The rare path (catch-up, busy lock): a function of its own; its calls count the catch-ups. */
@@ -107,7 +108,8 @@ export function nextIdDdl(o: NextIdObjects): { up: string[]; down: string[] } {
   // The counter v with the shard slotted in between its time and sequence parts:
   // v + T * (2^shiftTime - 2^S) + shard * 2^S, where T = v >> S. Four operators, because in a
   // single-row transaction PL/pgSQL pays for each operator node again (about 1k instructions).
-  const composeOf = (v: string) => `${v} + (${v} >> ${S}) * ${int((1n << BigInt(shardBits + sequenceBits)) - (1n << BigInt(sequenceBits)))} + ${shardPart}`;
+  const composeOf = (v: string) =>
+    `${v} + (${v} >> ${S}) * ${int((1n << BigInt(shardBits + sequenceBits)) - (1n << BigInt(sequenceBits)))} + ${shardPart}`;
   const compose = composeOf('v');
   // Is v at most the slack behind the clock? Compared as timestamps (to_timestamp is cheap,
   // date_part parses its unit name on every call); the float is exact to well under a
@@ -245,8 +247,8 @@ export interface DependentColumn {
 }
 
 /** Columns whose DEFAULT calls <schema>.next_id(): they would break if it were dropped. */
-export async function nextIdDependents(knex: Knex, schema: string): Promise<DependentColumn[]> {
-  const res = await knex.raw(
+export async function nextIdDependents(db: SqlExecutor, schema: string): Promise<DependentColumn[]> {
+  const res = await db.run(
     `SELECT c.oid::regclass::text AS tbl, a.attname::text AS col
        FROM pg_catalog.pg_depend d
        JOIN pg_catalog.pg_attrdef ad ON d.classid = 'pg_catalog.pg_attrdef'::regclass AND d.objid = ad.oid
@@ -258,14 +260,14 @@ export async function nextIdDependents(knex: Knex, schema: string): Promise<Depe
       ORDER BY 1, 2`,
     [schema],
   );
-  return (res.rows as Array<{ tbl: string; col: string }>).map((r) => ({ table: r.tbl, column: r.col }));
+  return res.rows.map(([table, column]) => ({ table: String(table), column: String(column) }));
 }
 
 /** Drop those columns' DEFAULTs (the columns and their data stay). */
-export async function dropNextIdDefaults(knex: Knex, dependents: readonly DependentColumn[]): Promise<void> {
+export async function dropNextIdDefaults(db: SqlExecutor, dependents: readonly DependentColumn[]): Promise<void> {
   for (const d of dependents) {
     // regclass::text is already quoted where needed; the column is quoted here.
-    await knex.raw(`ALTER TABLE ${d.table} ALTER COLUMN ${'"' + d.column.replace(/"/g, '""') + '"'} DROP DEFAULT`);
+    await db.run(`ALTER TABLE ${d.table} ALTER COLUMN ${'"' + d.column.replace(/"/g, '""') + '"'} DROP DEFAULT`, []);
   }
 }
 
@@ -282,29 +284,38 @@ export interface NextIdBumpResult {
  * function's own comment (written at install), so the bump agrees with the installed bits.
  * Holds the jump lock for the transaction, so no draw runs while the sequence moves.
  */
-export async function bumpNextIdSequence(knex: Knex, schema: string, aheadMs: number): Promise<NextIdBumpResult> {
+export async function bumpNextIdSequence(db: SqlExecutor, schema: string, aheadMs: number): Promise<NextIdBumpResult> {
   const f = 'postgres' as const;
   const fn = `${quoteIdent(f, schema)}.next_id()`;
-  return knex.transaction(async (trx) => {
-    const described = await trx.raw('SELECT pg_catalog.obj_description(pg_catalog.to_regprocedure(?), \'pg_proc\') AS c', [fn]);
-    const comment = String(described.rows[0]?.c ?? '');
+  return db.transaction(async (tx) => {
+    const described = await tx.run("SELECT pg_catalog.obj_description(pg_catalog.to_regprocedure(?), 'pg_proc') AS c", [fn]);
+    const comment = String(described.rows[0]?.[0] ?? '');
     const m = /layout (\d+)\/(\d+)\/(\d+) bits, epoch \S+ \((\d+)\)/.exec(comment);
     if (!m) {
-      throw new IdleaseError('NOT_MIGRATED', `No idlease next_id() in schema ${JSON.stringify(schema)}. Install it: migrate(knex, { segments: false, nextId: { schema: '${schema}' } }) (CLI: idlease migrate --no-segments --next-id --next-id-schema ${schema}).`, {
-        cli: { message: `No idlease next_id() in schema ${JSON.stringify(schema)}. Install it: \`{idlease} migrate --no-segments --next-id --next-id-schema ${schema}\` (with the layout flags it should have), or name the schema it is in with --next-id-schema.` },
-      });
+      throw new IdleaseError(
+        'NOT_MIGRATED',
+        `No idlease next_id() in schema ${JSON.stringify(schema)}. Install it: migrate(knex, { segments: false, nextId: { schema: '${schema}' } }) (CLI: idlease migrate --no-segments --next-id --next-id-schema ${schema}).`,
+        {
+          cli: {
+            message: `No idlease next_id() in schema ${JSON.stringify(schema)}. Install it: \`{idlease} migrate --no-segments --next-id --next-id-schema ${schema}\` (with the layout flags it should have), or name the schema it is in with --next-id-schema.`,
+          },
+        },
+      );
     }
     const sequenceBits = Number(m[3]);
     const epochMs = Number(m[4]);
-    await trx.raw('SELECT pg_catalog.pg_advisory_xact_lock(?, ?)', [NEXT_ID_LOCK_CLASS, nextIdLockKey(schema)]);
+    await tx.run('SELECT pg_catalog.pg_advisory_xact_lock(CAST(? AS integer), CAST(? AS integer))', [
+      NEXT_ID_LOCK_CLASS,
+      nextIdLockKey(schema),
+    ]);
     const seq = `'${qualified(f, schema, NEXT_ID_SEQUENCE)}'::pg_catalog.regclass`;
-    const res = await trx.raw(
+    const res = await tx.run(
       `SELECT b::text AS before, pg_catalog.setval(${seq}, GREATEST(COALESCE(b, 0), t))::text AS after
          FROM (SELECT pg_catalog.pg_sequence_last_value(${seq}) AS b,
                       ((pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) * 1000 + CAST(? AS float8) - CAST(? AS float8)) * CAST(? AS float8))::bigint AS t) q`,
       [aheadMs, epochMs, 2 ** sequenceBits],
     );
-    const row = res.rows[0] as { before: string | null; after: string };
-    return Object.freeze({ before: row.before === null ? null : BigInt(row.before), after: BigInt(row.after) });
+    const [before, after] = res.rows[0]!;
+    return Object.freeze({ before: before == null ? null : toBigInt(before, 'last_value'), after: toBigInt(after, 'setval') });
   });
 }

@@ -1,7 +1,14 @@
 /** SQL for the segment table: DDL here; the lease and admin statements sit beside it. */
 import { retryConflicts } from './conflicts.js';
 import { withDeadline } from '../runtime/deadline.js';
-import { isMissingTable, notMigratedError, olderInstallSchema, relationExists, type CatalogQuery } from './missing-object.js';
+import {
+  executorCatalogQuery,
+  isMissingTable,
+  notMigratedError,
+  olderInstallSchema,
+  relationExists,
+  type CatalogQuery,
+} from './missing-object.js';
 import type { SqlExecutor, SqlResult, SqlValue } from './sql.js';
 import { IdleaseError } from '../errors.js';
 import { MAX_INT64, toBigInt } from '../ids.js';
@@ -65,7 +72,9 @@ export interface SegmentTarget {
   readonly db: SqlExecutor;
   readonly flavor: Flavor;
   readonly ref: SegmentTableRef;
-  readonly text: Readonly<Record<'lease' | 'giveBack' | 'read' | 'list' | 'insert' | 'setStep' | 'raiseTo' | 'raiseBy' | 'raiseToTag' | 'raiseByTag', string>>;
+  readonly text: Readonly<
+    Record<'lease' | 'giveBack' | 'read' | 'list' | 'insert' | 'setStep' | 'raiseTo' | 'raiseBy' | 'raiseToTag' | 'raiseByTag', string>
+  >;
 }
 
 /**
@@ -80,7 +89,9 @@ export function segmentTarget(db: SqlExecutor, ref: SegmentTableRef): SegmentTar
   const big = mysql ? 'CAST(? AS SIGNED)' : 'CAST(? AS bigint)';
   const touch = mysql ? '' : ', updated_at = now()';
   const limit = MAX_INT64.toString();
-  const columns = mysql ? 'tag, CAST(max_id AS CHAR) AS max_id, step, description, updated_at' : 'tag, max_id::text AS max_id, step, description, updated_at';
+  const columns = mysql
+    ? 'tag, CAST(max_id AS CHAR) AS max_id, step, description, updated_at'
+    : 'tag, max_id::text AS max_id, step, description, updated_at';
   const raiseTo = `UPDATE ${tb} SET max_id = ${big}${touch} WHERE max_id < ${big}`;
   const raiseBy = `UPDATE ${tb} SET max_id = max_id + ${big}${touch} WHERE max_id <= ${limit} - ${big}`;
   return Object.freeze({
@@ -161,7 +172,13 @@ export async function leaseSegment(t: SegmentTarget, tag: string, step: number, 
 }
 
 /** Compare-and-set give-back: lowers max_id only while it is still exactly our end. */
-export async function giveBackSegment(t: SegmentTarget, tag: string, expectedEnd: bigint, newMax: bigint, timeoutMs?: number): Promise<boolean> {
+export async function giveBackSegment(
+  t: SegmentTarget,
+  tag: string,
+  expectedEnd: bigint,
+  newMax: bigint,
+  timeoutMs?: number,
+): Promise<boolean> {
   const res = await run(t, t.text.giveBack, [newMax.toString(), tag, expectedEnd.toString()], timeoutMs);
   return res.affected === 1;
 }
@@ -186,7 +203,7 @@ export async function readSegmentRow(t: SegmentTarget, tag: string, timeoutMs?: 
 /** Every row of a segment table; none when the table does not exist (a down migration's check). */
 export async function segmentRowsIfAny(db: SqlExecutor, ref: SegmentTableRef): Promise<SegmentRow[]> {
   const t = segmentTarget(db, ref);
-  const query: CatalogQuery = async (sql, values) => (await db.run(sql, values)).rows as unknown[][];
+  const query = executorCatalogQuery(db);
   if (!(await relationExists(query, db.flavor !== 'mysql', ownObject(db.flavor, ref.schema, ref.table)))) return [];
   try {
     return (await t.db.run(t.text.list, [])).rows.map(toRow);
@@ -202,7 +219,9 @@ export async function listSegmentRows(t: SegmentTarget): Promise<SegmentRow[]> {
 
 /** Insert a tag row; false when it already exists (nothing is changed then). */
 export async function insertSegmentRow(
-  t: SegmentTarget, row: { tag: string; maxId: bigint; step: number; description: string }, timeoutMs?: number,
+  t: SegmentTarget,
+  row: { tag: string; maxId: bigint; step: number; description: string },
+  timeoutMs?: number,
 ): Promise<boolean> {
   const res = await run(t, t.text.insert, [row.tag, row.maxId.toString(), row.step, row.description], timeoutMs);
   return res.affected === 1;
@@ -222,7 +241,8 @@ export async function updateSegmentStep(t: SegmentTarget, tag: string, step: num
  */
 export async function raiseSegmentRows(t: SegmentTarget, tag: string | undefined, raise: { to: bigint } | { by: bigint }): Promise<number> {
   const value = ('to' in raise ? raise.to : raise.by).toString();
-  const text = 'to' in raise ? (tag === undefined ? t.text.raiseTo : t.text.raiseToTag) : tag === undefined ? t.text.raiseBy : t.text.raiseByTag;
+  const text =
+    'to' in raise ? (tag === undefined ? t.text.raiseTo : t.text.raiseToTag) : tag === undefined ? t.text.raiseBy : t.text.raiseByTag;
   const res = await run(t, text, tag === undefined ? [value, value] : [value, value, tag]);
   return res.affected;
 }

@@ -20,6 +20,36 @@ export interface SqlExecutor {
   readonly flavor: Flavor;
   /** Run one statement. `text` uses `?` placeholders; adapters for `$n` clients renumber them. */
   run(text: string, values: readonly SqlValue[]): Promise<SqlResult>;
+  /**
+   * Run `work` on one connection between BEGIN and COMMIT; ROLLBACK (and the error) when it
+   * throws. Inside, `tx.transaction` runs on the same transaction (no savepoints: idlease's
+   * transactions are short and flat). For the few multi-statement steps: a reshard's fence, the
+   * `next_id()` bump under its advisory lock.
+   */
+  transaction<T>(work: (tx: SqlExecutor) => Promise<T>): Promise<T>;
+}
+
+/** The `transaction` of an executor that is already inside one (a pinned connection). */
+export function flatTransaction(tx: SqlExecutor) {
+  return <T>(work: (inner: SqlExecutor) => Promise<T>): Promise<T> => work(tx);
+}
+
+/**
+ * BEGIN/COMMIT/ROLLBACK on a pinned connection's executor, for drivers without a transaction
+ * helper of their own. A failed ROLLBACK (the connection died) leaves the work's error standing:
+ * the caller then releases the connection as broken.
+ */
+export async function inTransaction<T>(tx: SqlExecutor, work: (tx: SqlExecutor) => Promise<T>): Promise<T> {
+  await tx.run('BEGIN', []);
+  let result: T;
+  try {
+    result = await work(tx);
+  } catch (err) {
+    await tx.run('ROLLBACK', []).catch(() => undefined);
+    throw err;
+  }
+  await tx.run('COMMIT', []);
+  return result;
 }
 
 const numbered = new Map<string, string>();

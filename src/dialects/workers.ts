@@ -3,22 +3,16 @@
  * bound, identifiers validated by the caller and quoted here. Expiry is always compared with
  * the database's clock (now()/NOW(3)): hosts disagree about the time, the database is one judge.
  */
-import type { Knex } from 'knex';
-import { IdleaseError, isIdleaseError } from '../errors.js';
+import { isIdleaseError } from '../errors.js';
 import { toBigInt, toInt32 } from '../ids.js';
 import { type Flavor, ownObject, ownObjectName, ownSchema, quoteIdent } from './detect.js';
 import { retryConflicts } from './conflicts.js';
-import { isMissingTable, knexCatalogQuery, notMigratedError, olderInstallSchema, relationExists } from './missing-object.js';
-import { affectedRows, rowsOf } from './results.js';
+import { executorCatalogQuery, isMissingTable, notMigratedError, olderInstallSchema, relationExists } from './missing-object.js';
+import type { SqlExecutor, SqlResult, SqlValue } from './sql.js';
 
 export interface WorkerTableRef {
   readonly schema: string | undefined;
   readonly table: string;
-}
-
-export interface WorkerTarget {
-  readonly flavor: Flavor;
-  readonly ref: WorkerTableRef;
 }
 
 /**
@@ -91,34 +85,112 @@ export interface WorkerRow {
   readonly alive: boolean;
 }
 
-async function translate(err: unknown, knex: Knex, t: WorkerTarget): Promise<unknown> {
+/** A worker table on one client: the statement texts for its flavor, built once. */
+export interface WorkerTarget {
+  readonly db: SqlExecutor;
+  readonly ref: WorkerTableRef;
+  readonly text: Readonly<Record<'claim' | 'claimed' | 'renew' | 'owned' | 'release' | 'list' | 'listGroup', string>>;
+}
+
+/**
+ * Times travel as Unix milliseconds, never as a driver's Date: each client converts dates
+ * with its own time-zone rules (mysql2 in the process's zone, pg's text through the raw
+ * parsers), while epoch milliseconds computed by the database mean the same on every one.
+ * int8 goes out as a decimal string cast in SQL and comes back cast to text, as for segments.
+ */
+export function workerTarget(db: SqlExecutor, ref: WorkerTableRef): WorkerTarget {
+  const mysql = db.flavor === 'mysql';
+  const tb = ownObject(db.flavor, ref.schema, ref.table);
+  const now = mysql ? 'NOW(3)' : 'now()';
+  const big = mysql ? 'CAST(? AS SIGNED)' : 'CAST(? AS bigint)';
+  const expiry = mysql ? `${now} + INTERVAL ? * 1000 MICROSECOND` : `${now} + make_interval(secs => CAST(? AS float8) / 1000)`;
+  const fromMs = mysql ? 'FROM_UNIXTIME(? / 1000)' : 'to_timestamp(CAST(? AS float8) / 1000)';
+  // Every computed column is named: knex hands rows over as objects, where two unnamed columns would collide.
+  const toMs = (col: string) =>
+    (mysql ? `CAST(ROUND(UNIX_TIMESTAMP(${col}) * 1000) AS CHAR)` : `round(extract(epoch FROM ${col}) * 1000)::bigint::text`) +
+    ` AS ${col}`;
+  const text = (col: string) => (mysql ? `CAST(${col} AS CHAR)` : `${col}::text`) + ` AS ${col}`;
+  const mine = 'worker_group = ? AND worker_id = ? AND holder_token = ?';
+  // The lowest candidate: expired rows, and the first gap (0, or one past an existing id).
+  const candidate = `SELECT MIN(c.id) AS id FROM (
+    SELECT worker_id AS id FROM ${tb} WHERE worker_group = ? AND lease_expires_at < ${now}
+    UNION ALL
+    SELECT g.id FROM (SELECT 0 AS id UNION ALL SELECT worker_id + 1 FROM ${tb} WHERE worker_group = ?) g
+     WHERE g.id <= ? AND NOT EXISTS (SELECT 1 FROM ${tb} x WHERE x.worker_group = ? AND x.worker_id = g.id)
+  ) c`;
+  const insert = `(worker_group, worker_id, holder_token, holder_host, holder_pid, holder_started_at, lease_expires_at, max_time_ms)
+SELECT ?, pick.id, ?, ?, CAST(? AS ${mysql ? 'SIGNED' : 'integer'}), ${fromMs}, ${expiry}, 0 FROM (${candidate}) pick WHERE pick.id IS NOT NULL`;
+  const columns = `worker_group, worker_id, holder_host, holder_pid, ${toMs('holder_started_at')}, ${toMs('lease_expires_at')}, ${text('max_time_ms')}, CASE WHEN lease_expires_at >= ${now} THEN 1 ELSE 0 END AS alive`;
+  const list = `SELECT ${columns} FROM ${tb}`;
+  return Object.freeze({
+    db,
+    ref,
+    text: Object.freeze({
+      // Column order matters in MySQL's ON DUPLICATE KEY UPDATE: lease_expires_at goes last, so
+      // every condition above it still reads the old expiry.
+      claim: mysql
+        ? `INSERT INTO ${tb} ${insert}
+ON DUPLICATE KEY UPDATE
+  holder_token = IF(lease_expires_at < ${now}, VALUES(holder_token), holder_token),
+  holder_host = IF(lease_expires_at < ${now}, VALUES(holder_host), holder_host),
+  holder_pid = IF(lease_expires_at < ${now}, VALUES(holder_pid), holder_pid),
+  holder_started_at = IF(lease_expires_at < ${now}, VALUES(holder_started_at), holder_started_at),
+  lease_expires_at = IF(lease_expires_at < ${now}, VALUES(lease_expires_at), lease_expires_at)`
+        : `INSERT INTO ${tb} AS w ${insert}
+ON CONFLICT (worker_group, worker_id) DO UPDATE SET
+  holder_token = EXCLUDED.holder_token, holder_host = EXCLUDED.holder_host, holder_pid = EXCLUDED.holder_pid,
+  holder_started_at = EXCLUDED.holder_started_at, lease_expires_at = EXCLUDED.lease_expires_at
+  WHERE w.lease_expires_at < ${now}
+RETURNING worker_id, ${text('max_time_ms')}`,
+      claimed: `SELECT worker_id, ${text('max_time_ms')} FROM ${tb} WHERE worker_group = ? AND holder_token = ?`,
+      renew: `UPDATE ${tb} SET lease_expires_at = ${expiry}, max_time_ms = GREATEST(max_time_ms, ${big}) WHERE ${mine}`,
+      owned: `SELECT 1 FROM ${tb} WHERE ${mine}`,
+      release: `UPDATE ${tb} SET lease_expires_at = ${mysql ? `'1970-01-02 00:00:00'` : `'epoch'::timestamptz`}, max_time_ms = ${big} WHERE ${mine}`,
+      list: `${list} ORDER BY worker_group, worker_id`,
+      listGroup: `${list} WHERE worker_group = ? ORDER BY worker_group, worker_id`,
+    }),
+  });
+}
+
+async function translate(err: unknown, t: WorkerTarget): Promise<unknown> {
   if (!isMissingTable(err)) return err;
-  const schema = ownSchema(t.flavor, t.ref.schema);
-  const explicitSchema = t.ref.schema !== undefined && t.flavor !== 'mysql';
+  const flavor = t.db.flavor;
+  const schema = ownSchema(flavor, t.ref.schema);
+  const explicitSchema = t.ref.schema !== undefined && flavor !== 'mysql';
   const customTable = t.ref.table !== 'idlease_workers';
-  const options = [...(explicitSchema ? [`schema: '${t.ref.schema}'`] : []), `workers: ${customTable ? `{ table: '${t.ref.table}' }` : 'true'}`];
+  const options = [
+    ...(explicitSchema ? [`schema: '${t.ref.schema}'`] : []),
+    `workers: ${customTable ? `{ table: '${t.ref.table}' }` : 'true'}`,
+  ];
   return notMigratedError({
-    what: `The worker table ${ownObjectName(t.flavor, t.ref.schema, t.ref.table)} does not exist.`,
+    what: `The worker table ${ownObjectName(flavor, t.ref.schema, t.ref.table)} does not exist.`,
     call: `migrate(knex, { ${options.join(', ')} })`,
-    flags: [...(explicitSchema ? [`--schema ${t.ref.schema}`] : []), customTable ? `--workers-table ${t.ref.table}` : '--workers'].join(' '),
+    flags: [...(explicitSchema ? [`--schema ${t.ref.schema}`] : []), customTable ? `--workers-table ${t.ref.table}` : '--workers'].join(
+      ' ',
+    ),
     olderIn: await olderInstallSchema(
-      knexCatalogQuery(knex, t.flavor),
-      t.flavor !== 'mysql', t.ref.schema !== undefined, schema ?? '', t.ref.table,
+      executorCatalogQuery(t.db),
+      flavor !== 'mysql',
+      t.ref.schema !== undefined,
+      schema ?? '',
+      t.ref.table,
     ),
     ownSchema: schema,
     cause: err,
   });
 }
 
-async function run(knex: Knex, t: WorkerTarget, sql: string, values: readonly Knex.RawBinding[]): Promise<unknown> {
+async function run(t: WorkerTarget, text: string, values: readonly SqlValue[]): Promise<SqlResult> {
   try {
-    return await knex.raw(sql, values);
+    return await t.db.run(text, values);
   } catch (err) {
-    throw await translate(err, knex, t);
+    throw await translate(err, t);
   }
 }
 
-const table = (t: WorkerTarget) => ownObject(t.flavor, t.ref.schema, t.ref.table);
+function toClaim(row: readonly unknown[] | undefined): WorkerClaim | undefined {
+  return row && { workerId: toInt32(row[0], 'worker_id'), maxTimeMs: toBigInt(row[1], 'max_time_ms') };
+}
 
 /**
  * THE claim: one INSERT that takes the lowest id of the group that is either expired or was
@@ -128,47 +200,19 @@ const table = (t: WorkerTarget) => ownObject(t.flavor, t.ref.schema, t.ref.table
  * (all ids alive, or a race lost: the caller counts and retries).
  */
 export async function claimWorkerId(
-  knex: Knex, t: WorkerTarget, group: string, maxWorkerId: number, holder: WorkerHolder, ttlMs: number,
+  t: WorkerTarget,
+  group: string,
+  maxWorkerId: number,
+  holder: WorkerHolder,
+  ttlMs: number,
 ): Promise<WorkerClaim | undefined> {
-  const tb = table(t);
-  // The lowest candidate: expired rows, and the first gap (0, or one past an existing id).
-  const candidate = `SELECT MIN(c.id) AS id FROM (
-    SELECT worker_id AS id FROM ${tb} WHERE worker_group = ? AND lease_expires_at < NOW_EXPR
-    UNION ALL
-    SELECT g.id FROM (SELECT 0 AS id UNION ALL SELECT worker_id + 1 FROM ${tb} WHERE worker_group = ?) g
-     WHERE g.id <= ? AND NOT EXISTS (SELECT 1 FROM ${tb} x WHERE x.worker_group = ? AND x.worker_id = g.id)
-  ) c`;
-  if (t.flavor === 'mysql') {
-    const now = 'NOW(3)';
-    const sql = `INSERT INTO ${tb} (worker_group, worker_id, holder_token, holder_host, holder_pid, holder_started_at, lease_expires_at, max_time_ms)
-SELECT ?, pick.id, ?, ?, ?, ?, ${now} + INTERVAL ? * 1000 MICROSECOND, 0 FROM (${candidate.replaceAll('NOW_EXPR', now)}) pick WHERE pick.id IS NOT NULL
-ON DUPLICATE KEY UPDATE
-  holder_token = IF(lease_expires_at < ${now}, VALUES(holder_token), holder_token),
-  holder_host = IF(lease_expires_at < ${now}, VALUES(holder_host), holder_host),
-  holder_pid = IF(lease_expires_at < ${now}, VALUES(holder_pid), holder_pid),
-  holder_started_at = IF(lease_expires_at < ${now}, VALUES(holder_started_at), holder_started_at),
-  lease_expires_at = IF(lease_expires_at < ${now}, VALUES(lease_expires_at), lease_expires_at)`;
-    // Column order matters in MySQL's ON DUPLICATE KEY UPDATE: lease_expires_at goes last, so
-    // every condition above still reads the old expiry.
-    // Claimers racing for the same gap deadlock on InnoDB's gap locks; the loser changed nothing.
-    await retryConflicts(() => run(knex, t, sql, [
-      group, holder.token, holder.host, holder.pid, holder.startedAt, ttlMs, group, group, maxWorkerId, group,
-    ]));
-    const res = await run(knex, t, `SELECT worker_id, CAST(max_time_ms AS CHAR) AS max_time_ms FROM ${tb} WHERE worker_group = ? AND holder_token = ?`, [group, holder.token]);
-    const row = rowsOf(t.flavor, res)[0];
-    return row && { workerId: toInt32(row.worker_id, 'worker_id'), maxTimeMs: toBigInt(row.max_time_ms, 'max_time_ms') };
-  }
-  const now = 'now()';
-  const sql = `INSERT INTO ${tb} AS w (worker_group, worker_id, holder_token, holder_host, holder_pid, holder_started_at, lease_expires_at, max_time_ms)
-SELECT ?, pick.id, ?, ?, ?, ?, ${now} + make_interval(secs => ?::float8 / 1000), 0 FROM (${candidate.replaceAll('NOW_EXPR', now)}) pick WHERE pick.id IS NOT NULL
-ON CONFLICT (worker_group, worker_id) DO UPDATE SET
-  holder_token = EXCLUDED.holder_token, holder_host = EXCLUDED.holder_host, holder_pid = EXCLUDED.holder_pid,
-  holder_started_at = EXCLUDED.holder_started_at, lease_expires_at = EXCLUDED.lease_expires_at
-  WHERE w.lease_expires_at < ${now}
-RETURNING worker_id, max_time_ms::text AS max_time_ms`;
-  const res = await run(knex, t, sql, [group, holder.token, holder.host, holder.pid, holder.startedAt, ttlMs, group, group, maxWorkerId, group]);
-  const row = rowsOf(t.flavor, res)[0];
-  return row && { workerId: toInt32(row.worker_id, 'worker_id'), maxTimeMs: toBigInt(row.max_time_ms, 'max_time_ms') };
+  const values = [group, holder.token, holder.host, holder.pid, holder.startedAt.getTime(), ttlMs, group, group, maxWorkerId, group];
+  if (t.db.flavor !== 'mysql') return toClaim((await run(t, t.text.claim, values)).rows[0]);
+  // Claimers racing for the same gap deadlock on InnoDB's gap locks; the loser changed nothing.
+  await retryConflicts(() => run(t, t.text.claim, values));
+  // MySQL has no RETURNING: the outcome is read back by the claim's own token. The INSERT
+  // committed before this read, so any connection of a pool sees it; no shared session needed.
+  return toClaim((await run(t, t.text.claimed, [group, holder.token])).rows[0]);
 }
 
 /**
@@ -177,19 +221,18 @@ RETURNING worker_id, max_time_ms::text AS max_time_ms`;
  * id was taken over (or released): the holder must stop and claim again.
  */
 export async function renewWorkerId(
-  knex: Knex, t: WorkerTarget, group: string, workerId: number, token: string, ttlMs: number, maxTimeMs: bigint,
+  t: WorkerTarget,
+  group: string,
+  workerId: number,
+  token: string,
+  ttlMs: number,
+  maxTimeMs: bigint,
 ): Promise<boolean> {
-  const tb = table(t);
-  const sql =
-    t.flavor === 'mysql'
-      ? `UPDATE ${tb} SET lease_expires_at = NOW(3) + INTERVAL ? * 1000 MICROSECOND, max_time_ms = GREATEST(max_time_ms, CAST(? AS SIGNED)) WHERE worker_group = ? AND worker_id = ? AND holder_token = ?`
-      : `UPDATE ${tb} SET lease_expires_at = now() + make_interval(secs => ?::float8 / 1000), max_time_ms = GREATEST(max_time_ms, CAST(? AS bigint)) WHERE worker_group = ? AND worker_id = ? AND holder_token = ?`;
-  const res = await run(knex, t, sql, [ttlMs, maxTimeMs.toString(), group, workerId, token]);
+  const res = await run(t, t.text.renew, [ttlMs, maxTimeMs.toString(), group, workerId, token]);
   // MySQL counts a row whose values did not change as 0 affected; the expiry always moves (NOW(3)), except within one ms.
-  if (affectedRows(t.flavor, res) === 1) return true;
-  if (t.flavor !== 'mysql') return false;
-  const check = await run(knex, t, `SELECT 1 AS ok FROM ${tb} WHERE worker_group = ? AND worker_id = ? AND holder_token = ?`, [group, workerId, token]);
-  return rowsOf(t.flavor, check).length === 1;
+  if (res.affected === 1) return true;
+  if (t.db.flavor !== 'mysql') return false;
+  return (await run(t, t.text.owned, [group, workerId, token])).rows.length === 1;
 }
 
 /**
@@ -197,45 +240,44 @@ export async function renewWorkerId(
  * holder that has stopped issuing knows exactly the highest time it used, which is usually far
  * below the bound it recorded ahead (now + ttl + lead), so the next holder need not wait that out.
  */
-export async function releaseWorkerId(knex: Knex, t: WorkerTarget, group: string, workerId: number, token: string, usedMaxTimeMs: bigint): Promise<boolean> {
-  const tb = table(t);
-  const past = t.flavor === 'mysql' ? `'1970-01-02 00:00:00'` : `'epoch'::timestamptz`;
-  const big = t.flavor === 'mysql' ? 'CAST(? AS SIGNED)' : 'CAST(? AS bigint)';
-  const res = await run(knex, t, `UPDATE ${tb} SET lease_expires_at = ${past}, max_time_ms = ${big} WHERE worker_group = ? AND worker_id = ? AND holder_token = ?`, [usedMaxTimeMs.toString(), group, workerId, token]);
-  return affectedRows(t.flavor, res) === 1;
+export async function releaseWorkerId(
+  t: WorkerTarget,
+  group: string,
+  workerId: number,
+  token: string,
+  usedMaxTimeMs: bigint,
+): Promise<boolean> {
+  const res = await run(t, t.text.release, [usedMaxTimeMs.toString(), group, workerId, token]);
+  return res.affected === 1;
 }
 
-/** Rows of one group (or all groups), each with `alive` judged by the database's clock. */
 /** Leases not yet expired by the database's clock; none when the table does not exist (a down migration's check). */
-export async function liveWorkerLeases(knex: Knex, t: WorkerTarget): Promise<WorkerRow[]> {
-  const query = knexCatalogQuery(knex, t.flavor);
-  if (!(await relationExists(query, t.flavor !== 'mysql', table(t)))) return [];
+export async function liveWorkerLeases(db: SqlExecutor, ref: WorkerTableRef): Promise<WorkerRow[]> {
+  const t = workerTarget(db, ref);
+  if (!(await relationExists(executorCatalogQuery(db), db.flavor !== 'mysql', ownObject(db.flavor, ref.schema, ref.table)))) return [];
   try {
-    return (await listWorkerRows(knex, t)).filter((r) => r.alive);
+    return (await listWorkerRows(t)).filter((r) => r.alive);
   } catch (err) {
     if (isIdleaseError(err, 'NOT_MIGRATED')) return [];
     throw err;
   }
 }
 
-export async function listWorkerRows(knex: Knex, t: WorkerTarget, group?: string): Promise<WorkerRow[]> {
-  const tb = table(t);
-  const cols =
-    t.flavor === 'mysql'
-      ? 'worker_group, worker_id, holder_host, holder_pid, holder_started_at, lease_expires_at, CAST(max_time_ms AS CHAR) AS max_time_ms, (lease_expires_at >= NOW(3)) AS alive'
-      : 'worker_group, worker_id, holder_host, holder_pid, holder_started_at, lease_expires_at, max_time_ms::text AS max_time_ms, (lease_expires_at >= now()) AS alive';
-  const where = group === undefined ? '' : ' WHERE worker_group = ?';
-  const res = await run(knex, t, `SELECT ${cols} FROM ${tb}${where} ORDER BY worker_group, worker_id`, group === undefined ? [] : [group]);
-  return rowsOf(t.flavor, res).map((r) =>
+const msDate = (value: unknown, what: string) => new Date(Number(toBigInt(value, what)));
+
+/** Rows of one group (or all groups), each with `alive` judged by the database's clock. */
+export async function listWorkerRows(t: WorkerTarget, group?: string): Promise<WorkerRow[]> {
+  const res = group === undefined ? await run(t, t.text.list, []) : await run(t, t.text.listGroup, [group]);
+  return res.rows.map(([worker_group, workerId, host, pid, startedAt, expiresAt, maxTimeMs, alive]) =>
     Object.freeze({
-      group: String(r.worker_group),
-      workerId: toInt32(r.worker_id, 'worker_id'),
-      host: String(r.holder_host),
-      pid: toInt32(r.holder_pid, 'holder_pid'),
-      startedAt: r.holder_started_at == null ? null : new Date(r.holder_started_at as string),
-      leaseExpiresAt: new Date(r.lease_expires_at as string),
-      maxTimeMs: toBigInt(r.max_time_ms, 'max_time_ms'),
-      alive: r.alive === true || Number(r.alive) === 1,
+      group: String(worker_group),
+      workerId: toInt32(workerId, 'worker_id'),
+      host: String(host),
+      pid: toInt32(pid, 'holder_pid'),
+      startedAt: startedAt == null ? null : msDate(startedAt, 'holder_started_at'),
+      leaseExpiresAt: msDate(expiresAt, 'lease_expires_at'),
+      maxTimeMs: toBigInt(maxTimeMs, 'max_time_ms'),
+      alive: Number(alive) === 1,
     }),
   );
 }

@@ -1,17 +1,39 @@
-import type { Knex } from 'knex';
-import { flavorOf } from '../dialects/detect.js';
+import { IdleaseError } from '../errors.js';
+import type { Flavor } from '../dialects/detect.js';
 import type { SqlExecutor, SqlResult } from '../dialects/sql.js';
+
+/**
+ * What idlease uses of a Knex instance or transaction, by shape: outside the migration code
+ * (knex by design) no module of idlease names knex's own types, so an app that hands idlease a
+ * pool never needs knex's typings to compile against idlease's.
+ */
+export interface KnexLike {
+  raw(sql: string, bindings: readonly unknown[]): PromiseLike<unknown>;
+  transaction<T>(work: (trx: KnexLike) => Promise<T>): Promise<T>;
+  readonly client: unknown;
+}
+
+/** A Knex instance or transaction: a function with `raw` and a `client` object (pools have no `raw`). */
+export function isKnex(x: unknown): x is KnexLike {
+  const k = x as { raw?: unknown; client?: unknown } | null;
+  return typeof x === 'function' && typeof k!.raw === 'function' && typeof k!.client === 'object' && k!.client !== null;
+}
 
 /**
  * knex runs `?` statements on mysql2, pg and PGlite alike; its row objects keep the column
  * order. mysql2 answers [rows | OK packet, fields], pg and PGlite `{ rows, rowCount }`.
+ * Given a knex transaction (a migration's), `transaction()` stays in it: a nested knex
+ * transaction would be a savepoint, and idlease's transactions are flat.
  */
-export function knexExecutor(knex: Knex): SqlExecutor {
-  const flavor = flavorOf(knex);
-  return Object.freeze({
+export function knexExecutor(knex: KnexLike): SqlExecutor {
+  return on(knex, knexFlavor(knex), (knex as { isTransaction?: unknown }).isTransaction === true);
+}
+
+function on(knex: KnexLike, flavor: Flavor, inTransaction: boolean): SqlExecutor {
+  const self: SqlExecutor = Object.freeze({
     flavor,
     async run(text: string, values: readonly (string | number)[]): Promise<SqlResult> {
-      const res: unknown = await knex.raw(text, values as Knex.RawBinding[]);
+      const res: unknown = await knex.raw(text, values);
       if (flavor === 'mysql') {
         const first = (res as [unknown])[0];
         if (Array.isArray(first)) return { rows: first.map((r: object) => Object.values(r)), affected: 0 };
@@ -21,5 +43,38 @@ export function knexExecutor(knex: Knex): SqlExecutor {
       const { rows, rowCount } = res as { rows: object[]; rowCount: number | null };
       return { rows: rows.map((r) => Object.values(r)), affected: rowCount ?? 0 };
     },
+    transaction<T>(work: (tx: SqlExecutor) => Promise<T>): Promise<T> {
+      if (inTransaction) return work(self);
+      return knex.transaction((trx) => work(on(trx, flavor, true)));
+    },
   });
+  return self;
+}
+
+/**
+ * Where and as whom a knex on MySQL connects, for connections of idlease's own (the ticket
+ * sessions, which must never be the app's): its connection settings, or what its connection
+ * provider answers, asked again for every new connection so that rotated credentials are followed.
+ */
+export function knexConnectionSettings(knex: KnexLike): () => Promise<Record<string, unknown>> {
+  const client = knex.client as { config?: { connection?: unknown }; connectionSettings?: Record<string, unknown> };
+  const provider = client.config?.connection;
+  if (typeof provider === 'function') return async () => ((await (provider as () => unknown)()) ?? {}) as Record<string, unknown>;
+  // knex keeps the password as a hidden property of connectionSettings: read by name, it is there.
+  return async () => client.connectionSettings ?? {};
+}
+
+/** The SQL family a knex handle speaks, read from its client. */
+export function knexFlavor(knex: { readonly client: unknown }): Flavor {
+  const client = knex.client as { config?: { client?: unknown }; dialect?: string; pglite?: unknown };
+  const configured = client.config?.client;
+  const name =
+    typeof configured === 'string' ? configured : typeof configured === 'function' ? ((configured as { name?: string }).name ?? '') : '';
+  if (/pglite/i.test(name) || 'pglite' in client) return 'pglite';
+  if (client.dialect === 'mysql' || /^(mysql2?|mariadb)$/i.test(name)) return 'mysql';
+  if (client.dialect === 'postgresql' || /^(pg|postgres|postgresql)$/i.test(name)) return 'postgres';
+  throw new IdleaseError(
+    'BAD_CONFIG',
+    `idlease supports knex clients 'mysql2', 'pg' and PGlite (knex-pglite); this knex uses ${JSON.stringify(name || client.dialect)}.`,
+  );
 }

@@ -3,6 +3,8 @@ import { dollarPlaceholders, type SqlExecutor } from '../dialects/sql.js';
 /** The part of an open PGlite idlease uses. */
 export interface PGliteQueryable {
   query(text: string, params: unknown[], options: { rowMode: 'array' }): Promise<{ rows: unknown[]; affectedRows?: number }>;
+  /** Absent on the handle a transaction callback receives. */
+  transaction?<T>(work: (tx: PGliteQueryable) => Promise<T>): Promise<T>;
 }
 
 /**
@@ -11,11 +13,16 @@ export interface PGliteQueryable {
  * read it cast to text.
  */
 export function pgliteExecutor(db: PGliteQueryable): SqlExecutor {
-  return Object.freeze({
+  const self: SqlExecutor = Object.freeze({
     flavor: 'pglite' as const,
     async run(text: string, values: readonly (string | number)[]) {
       const res = await db.query(dollarPlaceholders(text), [...values], { rowMode: 'array' });
       return { rows: res.rows as unknown[][], affected: res.affectedRows ?? 0 };
     },
+    transaction<T>(work: (tx: SqlExecutor) => Promise<T>): Promise<T> {
+      if (typeof db.transaction !== 'function') return work(self);
+      return db.transaction((tx) => work(pgliteExecutor(tx)));
+    },
   });
+  return self;
 }

@@ -4,6 +4,8 @@ import { dollarPlaceholders, type SqlExecutor } from '../dialects/sql.js';
 export interface PostgresJsSql {
   (...args: never[]): unknown;
   unsafe(query: string, parameters: unknown[], options: { prepare: boolean }): { values(): PromiseLike<unknown[][] & { count: number }> };
+  /** Absent on the `sql` a transaction callback receives. */
+  begin?<T>(work: (tx: PostgresJsSql) => Promise<T>): PromiseLike<T>;
   readonly options?: { readonly prepare?: boolean };
 }
 
@@ -18,12 +20,20 @@ export function isPostgresJs(x: unknown): x is PostgresJsSql {
  * own `prepare` setting (off behind PgBouncer in transaction mode).
  */
 export function postgresJsExecutor(sql: PostgresJsSql): SqlExecutor {
-  const prepare = sql.options?.prepare !== false;
-  return Object.freeze({
+  return on(sql, sql.options?.prepare !== false);
+}
+
+function on(sql: PostgresJsSql, prepare: boolean): SqlExecutor {
+  const self: SqlExecutor = Object.freeze({
     flavor: 'postgres' as const,
     async run(text: string, values: readonly (string | number)[]) {
       const rows = await sql.unsafe(dollarPlaceholders(text), [...values], { prepare }).values();
       return { rows, affected: rows.count };
     },
+    async transaction<T>(work: (tx: SqlExecutor) => Promise<T>): Promise<T> {
+      if (typeof sql.begin !== 'function') return work(self);
+      return sql.begin((tx) => work(on(tx, prepare)));
+    },
   });
+  return self;
 }

@@ -6,7 +6,7 @@
  */
 import type { PGlite } from '@electric-sql/pglite';
 import type { Knex } from 'knex';
-import ClientPgLite from 'knex-pglite';
+import { createRequire } from 'node:module';
 import { acquireDirectoryLock, type DirectoryLock } from './lock.js';
 
 export interface EmbeddedConnection {
@@ -25,48 +25,59 @@ export interface EmbeddedConnection {
 
 type OpenPGlite = PGlite & { idleaseLock?: DirectoryLock };
 
-// knex-pglite is typed as knex's generic Client; the hooks below are knex's own internals.
-const Base = ClientPgLite as unknown as new (config: Knex.Config) => object;
+type ClientClass = new (config: Knex.Config) => object;
+let embeddedClient: ClientClass | undefined;
 
-class EmbeddedClient extends Base {
-  declare config: Knex.Config & { connection: EmbeddedConnection };
+/**
+ * Built on first use: knex-pglite loads knex, which an app on a pg or mysql2 pool never needs.
+ * knex-pglite is typed as knex's generic Client; the hooks below are knex's own internals.
+ */
+function embeddedClientClass(): ClientClass {
+  embeddedClient ??= defineEmbeddedClient(createRequire(import.meta.url)('knex-pglite') as ClientClass);
+  return embeddedClient;
+}
 
-  _driver(): undefined {
-    return undefined;
-  }
+function defineEmbeddedClient(Base: ClientClass): ClientClass {
+  return class EmbeddedClient extends Base {
+    declare config: Knex.Config & { connection: EmbeddedConnection };
 
-  async _acquireOnlyConnection(): Promise<OpenPGlite> {
-    const { dir, lockTimeoutMs, open } = this.config.connection;
-    if (open !== undefined) return open as OpenPGlite;
-    const { PGlite } = await import('@electric-sql/pglite');
-    if (dir === undefined) {
-      const db = new PGlite();
-      await db.waitReady;
-      return db;
+    _driver(): undefined {
+      return undefined;
     }
-    const lock = await acquireDirectoryLock(dir, { timeoutMs: lockTimeoutMs });
-    try {
-      const db: OpenPGlite = new PGlite(dir);
-      await db.waitReady;
-      db.idleaseLock = lock;
-      return db;
-    } catch (err) {
-      lock?.release();
-      throw err;
-    }
-  }
 
-  async destroyRawConnection(connection: OpenPGlite): Promise<void> {
-    if (connection === this.config.connection.open) return;
-    try {
-      if (!connection.closed) await connection.close();
-    } finally {
-      connection.idleaseLock?.release();
+    async _acquireOnlyConnection(): Promise<OpenPGlite> {
+      const { dir, lockTimeoutMs, open } = this.config.connection;
+      if (open !== undefined) return open as OpenPGlite;
+      const { PGlite } = await import('@electric-sql/pglite');
+      if (dir === undefined) {
+        const db = new PGlite();
+        await db.waitReady;
+        return db;
+      }
+      const lock = await acquireDirectoryLock(dir, { timeoutMs: lockTimeoutMs });
+      try {
+        const db: OpenPGlite = new PGlite(dir);
+        await db.waitReady;
+        db.idleaseLock = lock;
+        return db;
+      } catch (err) {
+        lock?.release();
+        throw err;
+      }
     }
-  }
+
+    async destroyRawConnection(connection: OpenPGlite): Promise<void> {
+      if (connection === this.config.connection.open) return;
+      try {
+        if (!connection.closed) await connection.close();
+      } finally {
+        connection.idleaseLock?.release();
+      }
+    }
+  };
 }
 
 /** The knex config of an embedded database. */
 export function embeddedKnexConfig(connection: EmbeddedConnection): Knex.Config {
-  return { client: EmbeddedClient as unknown as typeof Knex.Client, dialect: 'postgres', connection } as unknown as Knex.Config;
+  return { client: embeddedClientClass() as unknown as typeof Knex.Client, dialect: 'postgres', connection } as unknown as Knex.Config;
 }

@@ -165,7 +165,9 @@ function lockedError(dir: string, holder: LockHolder | undefined, timeoutMs: num
     return new IdleaseError(
       'DB_LOCKED',
       `The embedded database ${dir} is held by idlease serve (process ${holder.pid}, ${holder.serve.url}, since ${holder.since}). ` +
-        '`idlease next` draws through it; for this command stop the server first (kill -TERM ' + holder.pid + ') and rerun.',
+        '`idlease next` draws through it; for this command stop the server first (kill -TERM ' +
+        holder.pid +
+        ') and rerun.',
     );
   }
   const who = holder ? `process ${holder.pid} (${JSON.stringify(holder.command)}, since ${holder.since})` : 'another process';

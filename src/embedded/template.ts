@@ -38,7 +38,10 @@ export function templateCacheDir(env: NodeJS.ProcessEnv = process.env): string |
 function pgliteVersion(): string | undefined {
   const entry = createRequire(import.meta.url).resolve('@electric-sql/pglite');
   // dist/index.(c)js → the package's own package.json
-  const pkg = JSON.parse(fs.readFileSync(path.join(path.dirname(entry), '..', 'package.json'), 'utf8')) as { name?: string; version?: string };
+  const pkg = JSON.parse(fs.readFileSync(path.join(path.dirname(entry), '..', 'package.json'), 'utf8')) as {
+    name?: string;
+    version?: string;
+  };
   return pkg.name === '@electric-sql/pglite' && typeof pkg.version === 'string' ? pkg.version : undefined;
 }
 
@@ -129,5 +132,6 @@ export function discardTemplateCopy(dir: string): void {
   fs.rmSync(dir, { recursive: true, force: true });
   const cacheDir = templateCacheDir();
   const version = cacheDir === undefined ? undefined : pgliteVersion();
-  if (cacheDir !== undefined && version !== undefined) fs.rmSync(path.join(cacheDir, `pglite-${version}`), { recursive: true, force: true });
+  if (cacheDir !== undefined && version !== undefined)
+    fs.rmSync(path.join(cacheDir, `pglite-${version}`), { recursive: true, force: true });
 }

@@ -42,7 +42,14 @@ export interface IdLayout {
 
 export const DEFAULT_EPOCH_MS = Date.UTC(2024, 0, 1);
 
-export const DEFAULT_LAYOUT: IdLayout = Object.freeze({ timeBits: 41, shardBits: 10, sequenceBits: 12, epochMs: DEFAULT_EPOCH_MS, timeUnitMs: 1, order: 'shard-sequence' });
+export const DEFAULT_LAYOUT: IdLayout = Object.freeze({
+  timeBits: 41,
+  shardBits: 10,
+  sequenceBits: 12,
+  epochMs: DEFAULT_EPOCH_MS,
+  timeUnitMs: 1,
+  order: 'shard-sequence',
+});
 
 /**
  * Named layouts. `idlease` is the default above. `twitter` is Twitter's snowflake (its epoch is
@@ -51,8 +58,22 @@ export const DEFAULT_LAYOUT: IdLayout = Object.freeze({ timeBits: 41, shardBits:
  */
 export const LAYOUT_PRESETS = Object.freeze({
   idlease: DEFAULT_LAYOUT,
-  twitter: Object.freeze({ timeBits: 41, shardBits: 10, sequenceBits: 12, epochMs: Date.parse('2010-11-04T01:42:54.657Z'), timeUnitMs: 1, order: 'shard-sequence' }),
-  sonyflake: Object.freeze({ timeBits: 39, shardBits: 16, sequenceBits: 8, epochMs: Date.UTC(2014, 8, 1), timeUnitMs: 10, order: 'sequence-shard' }),
+  twitter: Object.freeze({
+    timeBits: 41,
+    shardBits: 10,
+    sequenceBits: 12,
+    epochMs: Date.parse('2010-11-04T01:42:54.657Z'),
+    timeUnitMs: 1,
+    order: 'shard-sequence',
+  }),
+  sonyflake: Object.freeze({
+    timeBits: 39,
+    shardBits: 16,
+    sequenceBits: 8,
+    epochMs: Date.UTC(2014, 8, 1),
+    timeUnitMs: 10,
+    order: 'sequence-shard',
+  }),
 } satisfies Record<string, IdLayout>);
 
 export type LayoutPreset = keyof typeof LAYOUT_PRESETS;
@@ -120,10 +141,16 @@ export function resolveLayout(input: LayoutOptions | IdLayout = {}, nowMs: numbe
   const rawEpoch = 'epochMs' in input ? input.epochMs : (input as LayoutOptions).epoch;
   const epochMs = rawEpoch === undefined ? DEFAULT_EPOCH_MS : parseEpoch(rawEpoch);
   if (epochMs < 0) {
-    throw new IdleaseError('BAD_CONFIG', `epoch ${new Date(epochMs).toISOString()} is before 1970-01-01; choose a recent date, e.g. the day you deploy.`);
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      `epoch ${new Date(epochMs).toISOString()} is before 1970-01-01; choose a recent date, e.g. the day you deploy.`,
+    );
   }
   if (nowMs !== null && epochMs > nowMs) {
-    throw new IdleaseError('BAD_CONFIG', `epoch ${new Date(epochMs).toISOString()} is in the future; IDs would carry negative times. Choose a date in the past, e.g. '2024-01-01T00:00:00Z'.`);
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      `epoch ${new Date(epochMs).toISOString()} is in the future; IDs would carry negative times. Choose a date in the past, e.g. '2024-01-01T00:00:00Z'.`,
+    );
   }
   const layout: IdLayout = Object.freeze({ timeBits, shardBits, sequenceBits, epochMs, timeUnitMs, order });
   const limits = layoutLimits(layout);
@@ -184,7 +211,10 @@ function toId(value: unknown): bigint {
   if (typeof value === 'bigint') return value;
   if (typeof value === 'number' && Number.isInteger(value) && !Number.isSafeInteger(value)) throw unsafeNumberError(value, 'The ID');
   if (typeof value === 'string' && /^-?\d+$/.test(value.trim())) return BigInt(value.trim());
-  throw new IdleaseError('BAD_ARGUMENT', `An ID must be a bigint or a decimal string, got ${JSON.stringify(typeof value === 'number' ? String(value) : value)} (${typeof value}); IDs pass 2^53, so numbers are refused.`);
+  throw new IdleaseError(
+    'BAD_ARGUMENT',
+    `An ID must be a bigint or a decimal string, got ${JSON.stringify(typeof value === 'number' ? String(value) : value)} (${typeof value}); IDs pass 2^53, so numbers are refused.`,
+  );
 }
 
 /** Split an ID into its fields. Accepts a bigint or a decimal string (never a JS number). */
@@ -192,7 +222,10 @@ export function decodeId(id: bigint | string, layout: IdLayout = DEFAULT_LAYOUT)
   const value = toId(id);
   const { maxId } = layoutLimits(layout);
   if (value < 0n || value > maxId || value > MAX_INT64) {
-    throw new IdleaseError('BAD_ARGUMENT', `ID ${value} is outside 0…${maxId}, the range of a ${layout.timeBits}+${layout.shardBits}+${layout.sequenceBits}-bit layout. Was it made with another layout?`);
+    throw new IdleaseError(
+      'BAD_ARGUMENT',
+      `ID ${value} is outside 0…${maxId}, the range of a ${layout.timeBits}+${layout.shardBits}+${layout.sequenceBits}-bit layout. Was it made with another layout?`,
+    );
   }
   const seqBits = BigInt(layout.sequenceBits);
   const shardBits = BigInt(layout.shardBits);

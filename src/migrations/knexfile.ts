@@ -1,6 +1,8 @@
 import type { Knex } from 'knex';
-import { flavorOf, isPostgres } from '../dialects/detect.js';
+import { isPostgres } from '../dialects/detect.js';
 import { currentSchema, ensureSchema, relationsIn } from '../dialects/relocate.js';
+import type { SqlExecutor } from '../dialects/sql.js';
+import { knexExecutor, knexFlavor } from '../drivers/knex.js';
 import { IdleaseError } from '../errors.js';
 import { planMigrations, type MigrateOptions } from './migrate.js';
 import { objectsOfMigration } from './relocate.js';
@@ -16,7 +18,7 @@ export function knexFileMigration(options: Omit<MigrateOptions, 'direction' | 'l
   down(knex: Knex): Promise<void>;
 } {
   const plan = (knex: Knex) => {
-    const flavor = flavorOf(knex);
+    const flavor = knexFlavor(knex);
     const { nextId, ...rest } = options;
     // A knex migration file takes no options: IDLEASE_DROP_STATE=1 in the environment of
     // `knex migrate:down/rollback` is how its user says dropState.
@@ -27,8 +29,9 @@ export function knexFileMigration(options: Omit<MigrateOptions, 'direction' | 'l
     async up(knex) {
       const p = plan(knex);
       if (p.schema !== undefined && isPostgres(p.flavor)) {
-        await ensureSchema(knex, p.schema);
-        await refuseBesideOlderInstall(knex, p.schema, p.migrations);
+        const db = knexExecutor(knex);
+        await ensureSchema(db, p.schema);
+        await refuseBesideOlderInstall(db, p.schema, p.migrations);
       }
       for (const m of p.migrations) await m.up(knex);
     },
@@ -43,12 +46,12 @@ export function knexFileMigration(options: Omit<MigrateOptions, 'direction' | 'l
  * cannot move an older install the way migrate() does. Installing fresh tables beside it would
  * reissue segment IDs: refuse, and name the command that moves it.
  */
-async function refuseBesideOlderInstall(knex: Knex, schema: string, migrations: readonly IdleaseMigration[]): Promise<void> {
-  const from = await currentSchema(knex);
+async function refuseBesideOlderInstall(db: SqlExecutor, schema: string, migrations: readonly IdleaseMigration[]): Promise<void> {
+  const from = await currentSchema(db);
   if (from === undefined || from === schema) return;
   const names = migrations.flatMap((m) => objectsOfMigration(m.name));
-  const old = await relationsIn(knex, from, names);
-  const here = await relationsIn(knex, schema, names);
+  const old = await relationsIn(db, from, names);
+  const here = await relationsIn(db, schema, names);
   const stranded = [...old.keys()].filter((n) => !here.has(n));
   if (stranded.length === 0) return;
   throw new IdleaseError(

@@ -1,8 +1,9 @@
 import type { Knex } from 'knex';
-import { DEFAULT_SCHEMA, flavorOf, isPostgres, type Flavor } from '../dialects/detect.js';
+import { DEFAULT_SCHEMA, isPostgres, type Flavor } from '../dialects/detect.js';
 import { appliedMigrationNames } from '../dialects/migrations.js';
 import { currentSchema, relationsIn } from '../dialects/relocate.js';
 import type { SqlExecutor } from '../dialects/sql.js';
+import { knexExecutor, knexFlavor } from '../drivers/knex.js';
 import { backoffMs } from '../runtime/backoff.js';
 import { SYSTEM_CLOCK } from '../runtime/clock.js';
 import { IdleaseError } from '../errors.js';
@@ -71,16 +72,30 @@ export function planMigrations(flavor: Flavor, options: MigrateOptions = {}): Pl
   if (options === null || typeof options !== 'object') {
     throw new IdleaseError('BAD_CONFIG', 'migrate(knex, options): options must be an object, e.g. { segments: true }.');
   }
-  const known = new Set(['schema', 'migrationsTable', 'segments', 'tickets', 'nextId', 'workers', 'direction', 'lockTimeoutMs', 'dropState']);
+  const known = new Set([
+    'schema',
+    'migrationsTable',
+    'segments',
+    'tickets',
+    'nextId',
+    'workers',
+    'direction',
+    'lockTimeoutMs',
+    'dropState',
+  ]);
   for (const key of Object.keys(options)) {
     if (!known.has(key)) {
       throw new IdleaseError('BAD_CONFIG', `migrate: unknown option ${JSON.stringify(key)}. Known options: ${[...known].join(', ')}.`);
     }
   }
   if (options.schema !== undefined && !isPostgres(flavor)) {
-    throw new IdleaseError('BAD_CONFIG', 'schema applies to PostgreSQL only; on MySQL/MariaDB put the database name in the connection instead.');
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      'schema applies to PostgreSQL only; on MySQL/MariaDB put the database name in the connection instead.',
+    );
   }
-  const schema = options.schema === undefined ? (isPostgres(flavor) ? DEFAULT_SCHEMA : undefined) : validateIdentifier(options.schema, 'schema');
+  const schema =
+    options.schema === undefined ? (isPostgres(flavor) ? DEFAULT_SCHEMA : undefined) : validateIdentifier(options.schema, 'schema');
   const direction = options.direction ?? 'up';
   if (direction !== 'up' && direction !== 'down') {
     throw new IdleaseError('BAD_CONFIG', `direction must be 'up' or 'down', got ${JSON.stringify(direction)}.`);
@@ -148,7 +163,11 @@ function isRetryableRace(err: unknown): boolean {
   return (
     e?.name === 'LockError' ||
     /already locked|already exists|duplicate key|Duplicate entry|ER_TABLE_EXISTS|deadlock/i.test(String(e?.message)) ||
-    e?.code === '23505' || e?.code === '42P07' || e?.code === '40P01' || e?.errno === 1050 || e?.errno === 1213 ||
+    e?.code === '23505' ||
+    e?.code === '42P07' ||
+    e?.code === '40P01' ||
+    e?.errno === 1050 ||
+    e?.errno === 1213 ||
     // lock_timeout on the relocation lock: the budget is spent, the deadline message follows.
     e?.code === '55P03'
   );
@@ -160,7 +179,7 @@ function isRetryableRace(err: unknown): boolean {
  * another's migration waits for it (bounded by lockTimeoutMs) and then finds nothing to do.
  */
 export async function migrate(knex: Knex, options: MigrateOptions = {}): Promise<MigrateResult> {
-  const plan = planMigrations(flavorOf(knex), options);
+  const plan = planMigrations(knexFlavor(knex), options);
   const config: Knex.MigratorConfig = {
     tableName: plan.migrationsTable,
     migrationSource: new InCodeSource(plan.migrations),
@@ -176,12 +195,18 @@ export async function migrate(knex: Knex, options: MigrateOptions = {}): Promise
       // Before knex reads its bookkeeping, in both directions: down must find what up installed.
       // A retry after a move finds nothing left to move, so the first attempt's result is kept.
       if (plan.schema !== undefined && isPostgres(plan.flavor)) {
-        const r = await relocateLegacyInstall(knex, { schema: plan.schema, migrationsTable: plan.migrationsTable, lockTimeoutMs: Math.max(1, deadline - Date.now()) });
+        const r = await relocateLegacyInstall(knex, {
+          schema: plan.schema,
+          migrationsTable: plan.migrationsTable,
+          lockTimeoutMs: Math.max(1, deadline - Date.now()),
+        });
         relocation ??= r;
       }
       if (plan.direction === 'up') for (const m of plan.migrations) await m.refuseUp?.(knex);
       const applied = plan.direction === 'up' ? await up(knex, config) : await down(knex, config, plan);
-      const moved = relocation ? relocation.moved.map((n) => Object.freeze({ from: `${relocation!.from}.${n}`, to: `${relocation!.to}.${n}` })) : [];
+      const moved = relocation
+        ? relocation.moved.map((n) => Object.freeze({ from: `${relocation!.from}.${n}`, to: `${relocation!.to}.${n}` }))
+        : [];
       return Object.freeze({ applied: Object.freeze(applied), moved: Object.freeze(moved), direction: plan.direction });
     } catch (err) {
       if (!isRetryableRace(err)) {
@@ -242,12 +267,13 @@ async function down(knex: Knex, config: Knex.MigratorConfig, plan: Plan): Promis
  * that would hold up its move).
  */
 export async function unlockMigrations(knex: Knex, options: Pick<MigrateOptions, 'schema' | 'migrationsTable'> = {}): Promise<void> {
-  const plan = planMigrations(flavorOf(knex), { schema: options.schema, migrationsTable: options.migrationsTable, segments: false });
+  const plan = planMigrations(knexFlavor(knex), { schema: options.schema, migrationsTable: options.migrationsTable, segments: false });
   await knex.migrate.forceFreeMigrationsLock({ tableName: plan.migrationsTable, ...(plan.schema ? { schemaName: plan.schema } : {}) });
   if (!isPostgres(plan.flavor)) return;
-  const legacy = await currentSchema(knex);
+  const db = knexExecutor(knex);
+  const legacy = await currentSchema(db);
   if (legacy === undefined || legacy === plan.schema) return;
-  if ((await relationsIn(knex, legacy, [`${plan.migrationsTable}_lock`])).size > 0) {
+  if ((await relationsIn(db, legacy, [`${plan.migrationsTable}_lock`])).size > 0) {
     await knex.migrate.forceFreeMigrationsLock({ tableName: plan.migrationsTable, schemaName: legacy });
   }
 }

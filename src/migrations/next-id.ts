@@ -2,6 +2,7 @@
 import type { Knex } from 'knex';
 import type { Flavor } from '../dialects/detect.js';
 import { dropNextIdDefaults, nextIdDdl, nextIdDependents } from '../dialects/next-id.js';
+import { knexExecutor } from '../drivers/knex.js';
 import { IdleaseError } from '../errors.js';
 import { validateIdentifier } from '../identifiers.js';
 import { resolveLayout, validateShard, type IdLayout, type LayoutOptions } from '../layout/index.js';
@@ -35,10 +36,14 @@ const KNOWN = new Set(['schema', 'shard', 'shards', 'timeBits', 'shardBits', 'se
 
 function expand(o: NextIdMigrateOptions, index: number): ResolvedNextId[] {
   if (o === null || typeof o !== 'object') {
-    throw new IdleaseError('BAD_CONFIG', `nextId${index >= 0 ? `[${index}]` : ''} must be true or an object such as { schema: 'shard_5', shard: 5 }.`);
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      `nextId${index >= 0 ? `[${index}]` : ''} must be true or an object such as { schema: 'shard_5', shard: 5 }.`,
+    );
   }
   for (const key of Object.keys(o)) {
-    if (!KNOWN.has(key)) throw new IdleaseError('BAD_CONFIG', `nextId: unknown option ${JSON.stringify(key)}. Known: ${[...KNOWN].join(', ')}.`);
+    if (!KNOWN.has(key))
+      throw new IdleaseError('BAD_CONFIG', `nextId: unknown option ${JSON.stringify(key)}. Known: ${[...KNOWN].join(', ')}.`);
   }
   const layout = resolveLayout({ timeBits: o.timeBits, shardBits: o.shardBits, sequenceBits: o.sequenceBits, epoch: o.epoch });
   const schema = validateIdentifier(o.schema ?? 'public', 'nextId.schema');
@@ -49,12 +54,22 @@ function expand(o: NextIdMigrateOptions, index: number): ResolvedNextId[] {
   const drop = o.dropDependentDefaults ?? false;
   if (o.shards === undefined) return [Object.freeze({ schema, shard: first, layout, dropDependentDefaults: drop })];
   if (!Number.isInteger(o.shards) || o.shards < 1) {
-    throw new IdleaseError('BAD_CONFIG', `nextId.shards must be a positive integer (how many schemas to install), got ${String(o.shards)}.`);
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      `nextId.shards must be a positive integer (how many schemas to install), got ${String(o.shards)}.`,
+    );
   }
   const list: ResolvedNextId[] = [];
   for (let i = 0; i < o.shards; i++) {
     const shard = validateShard(first + i, layout, `nextId.shard + ${i} (shards: ${o.shards})`);
-    list.push(Object.freeze({ schema: validateIdentifier(`${schema}_${shard}`, 'nextId.schema (with shards)'), shard, layout, dropDependentDefaults: drop }));
+    list.push(
+      Object.freeze({
+        schema: validateIdentifier(`${schema}_${shard}`, 'nextId.schema (with shards)'),
+        shard,
+        layout,
+        dropDependentDefaults: drop,
+      }),
+    );
   }
   return list;
 }
@@ -74,11 +89,15 @@ export function resolveNextIdOptions(input: boolean | NextIdMigrateOptions | Nex
   const schemas = new Map<string, number>();
   const shards = new Map<number, string>();
   for (const r of resolved) {
-    if (schemas.has(r.schema)) throw new IdleaseError('BAD_CONFIG', `nextId: schema ${r.schema} is named twice; one schema holds one shard.`);
+    if (schemas.has(r.schema))
+      throw new IdleaseError('BAD_CONFIG', `nextId: schema ${r.schema} is named twice; one schema holds one shard.`);
     schemas.set(r.schema, r.shard);
     const other = shards.get(r.shard);
     if (other !== undefined) {
-      throw new IdleaseError('BAD_CONFIG', `nextId: shard ${r.shard} is given to both ${other} and ${r.schema}; their IDs would collide. Give each schema its own shard id.`);
+      throw new IdleaseError(
+        'BAD_CONFIG',
+        `nextId: shard ${r.shard} is given to both ${other} and ${r.schema}; their IDs would collide. Give each schema its own shard id.`,
+      );
     }
     shards.set(r.shard, r.schema);
   }
@@ -112,13 +131,18 @@ export function nextIdMigrations(flavor: Flavor, opts: ResolvedNextId): IdleaseM
 }
 
 async function refuseOrDropDependents(knex: Knex, opts: ResolvedNextId): Promise<void> {
-  const dependents = await nextIdDependents(knex, opts.schema);
+  const db = knexExecutor(knex);
+  const dependents = await nextIdDependents(db, opts.schema);
   if (dependents.length === 0) return;
   if (!opts.dropDependentDefaults) {
     const what = `${opts.schema}.next_id() is still the DEFAULT of ${dependents.map((d) => `${d.table}.${d.column}`).join(', ')}. Drop or change those defaults first, `;
-    throw new IdleaseError('MIGRATION_FAILED', `${what}or pass dropDependentDefaults: true (CLI: --drop-dependent-defaults) to drop them with it.`, {
-      cli: { message: `${what}or rerun with --drop-dependent-defaults to drop them with it.` },
-    });
+    throw new IdleaseError(
+      'MIGRATION_FAILED',
+      `${what}or pass dropDependentDefaults: true (CLI: --drop-dependent-defaults) to drop them with it.`,
+      {
+        cli: { message: `${what}or rerun with --drop-dependent-defaults to drop them with it.` },
+      },
+    );
   }
-  await dropNextIdDefaults(knex, dependents);
+  await dropNextIdDefaults(db, dependents);
 }

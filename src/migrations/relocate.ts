@@ -14,9 +14,18 @@
  */
 import type { Knex } from 'knex';
 import {
-  currentSchema, dropTable, ensureSchema, isEmptyTable, lockRelocation, migrationLockHeld, recordedMigrations, relationsIn, setSchema,
+  currentSchema,
+  dropTable,
+  ensureSchema,
+  isEmptyTable,
+  lockRelocation,
+  migrationLockHeld,
+  recordedMigrations,
+  relationsIn,
+  setSchema,
 } from '../dialects/relocate.js';
 import { SCHEME_TABLE, ticketObjectName } from '../dialects/tickets.js';
+import { knexExecutor } from '../drivers/knex.js';
 import { IdleaseError } from '../errors.js';
 import { DEFAULT_SEGMENT_TABLE } from '../identifiers.js';
 import { DEFAULT_WORKER_TABLE } from './workers.js';
@@ -60,7 +69,9 @@ export function objectsOfMigration(name: string): string[] {
 
 /** knex's lock row is busy: the caller's retry loop waits, as for knex's own LockError. */
 function lockBusy(schema: string, table: string): Error {
-  return Object.assign(new Error(`${schema}.${table} is locked: a migration is running there (or a crashed one left its lock)`), { name: 'LockError' });
+  return Object.assign(new Error(`${schema}.${table} is locked: a migration is running there (or a crashed one left its lock)`), {
+    name: 'LockError',
+  });
 }
 
 export interface Relocation {
@@ -77,11 +88,12 @@ export interface Relocation {
  * moved there is nothing left to find. Returns undefined when there was nothing to move.
  */
 export async function relocateLegacyInstall(
-  knex: Knex, opts: { schema: string; migrationsTable: string; lockTimeoutMs: number },
+  knex: Knex,
+  opts: { schema: string; migrationsTable: string; lockTimeoutMs: number },
 ): Promise<Relocation | undefined> {
   const { schema, migrationsTable } = opts;
   const lockTable = `${migrationsTable}_lock`;
-  return knex.transaction(async (trx) => {
+  return knexExecutor(knex).transaction(async (trx) => {
     await lockRelocation(trx, opts.lockTimeoutMs);
     // Under the lock: two processes creating the schema at once would collide on the catalog.
     await ensureSchema(trx, schema);

@@ -20,7 +20,12 @@ export function resolveSegmentsOptions(input: boolean | SegmentsMigrateOptions |
   return Object.freeze({ table: validateIdentifier(opts.table ?? DEFAULT_SEGMENT_TABLE, 'segments.table') });
 }
 
-export function segmentsMigrations(flavor: Flavor, schema: string | undefined, opts: ResolvedSegments, dropState = false): IdleaseMigration[] {
+export function segmentsMigrations(
+  flavor: Flavor,
+  schema: string | undefined,
+  opts: ResolvedSegments,
+  dropState = false,
+): IdleaseMigration[] {
   const ref = { schema, table: opts.table };
   const ddl = segmentTableDdl(flavor, ref);
   // Rows with max_id > 0 have leased IDs: a fresh table would lease them again.

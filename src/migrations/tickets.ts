@@ -1,9 +1,10 @@
 import type { Knex } from 'knex';
 import { ownObjectName, type Flavor } from '../dialects/detect.js';
+import { knexExecutor } from '../drivers/knex.js';
 import { lastIssuedTicket, readScheme, ticketObjectName, ticketsDdl, type TicketEngine } from '../dialects/tickets.js';
 import { IdleaseError, isIdleaseError } from '../errors.js';
 import { validateSequenceName } from '../identifiers.js';
-import { runAll, someOf, stateLossError, type IdleaseMigration } from './types.js';
+import { runAll, stateLossError, type IdleaseMigration } from './types.js';
 
 export interface TicketsMigrateOptions {
   /** Sequence names; one tickets table (MySQL) or sequence (Postgres) each. Default ['default']. */
@@ -37,7 +38,10 @@ export function resolveTicketsOptions(input: boolean | TicketsMigrateOptions | u
   const opts = input === true ? {} : input;
   const sequences = opts.sequences ?? ['default'];
   if (!Array.isArray(sequences) || sequences.length === 0) {
-    throw new IdleaseError('BAD_CONFIG', `tickets.sequences must be a non-empty array of names, e.g. ['default'], got ${JSON.stringify(sequences)}.`);
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      `tickets.sequences must be a non-empty array of names, e.g. ['default'], got ${JSON.stringify(sequences)}.`,
+    );
   }
   const engine = opts.engine ?? 'InnoDB';
   if (engine !== 'InnoDB' && engine !== 'MyISAM') {
@@ -46,7 +50,10 @@ export function resolveTicketsOptions(input: boolean | TicketsMigrateOptions | u
   const increment = opts.increment ?? 1;
   const offset = opts.offset ?? 1;
   if (!Number.isInteger(increment) || increment < 1 || increment > 65535) {
-    throw new IdleaseError('BAD_CONFIG', `tickets.increment must be an integer 1..65535 (MySQL's auto_increment_increment range), got ${String(increment)}.`);
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      `tickets.increment must be an integer 1..65535 (MySQL's auto_increment_increment range), got ${String(increment)}.`,
+    );
   }
   if (!Number.isInteger(offset) || offset < 1 || offset > increment) {
     throw new IdleaseError('BAD_CONFIG', `tickets.offset must be an integer 1..increment (${increment}), got ${String(offset)}.`);
@@ -61,14 +68,19 @@ export function resolveTicketsOptions(input: boolean | TicketsMigrateOptions | u
   });
 }
 
-export function ticketsMigrations(flavor: Flavor, schema: string | undefined, opts: ResolvedTickets, dropState = false): IdleaseMigration[] {
+export function ticketsMigrations(
+  flavor: Flavor,
+  schema: string | undefined,
+  opts: ResolvedTickets,
+  dropState = false,
+): IdleaseMigration[] {
   return opts.sequences.map((sequence) => {
     const ref = { schema, sequence };
     const ddl = ticketsDdl(flavor, ref, { engine: opts.engine, increment: opts.increment, offset: opts.offset });
     // A counter that has issued tickets: a fresh one would issue them again.
     const refuseDown = async (knex: Knex): Promise<void> => {
       if (dropState) return;
-      const last = await lastIssuedTicket(knex, flavor, ref);
+      const last = await lastIssuedTicket(knexExecutor(knex), ref);
       if (last === undefined) return;
       throw stateLossError(
         `the ticket ${flavor === 'mysql' ? 'table' : 'sequence'} ${ownObjectName(flavor, schema, ticketObjectName(sequence))}`,
@@ -79,7 +91,7 @@ export function ticketsMigrations(flavor: Flavor, schema: string | undefined, op
       name: `tickets:${sequence}`,
       up: async (knex) => {
         await runAll(knex, ddl.up);
-        await ddl.seed(knex);
+        await ddl.seed(knexExecutor(knex));
       },
       refuseDown,
       // Migrating again never moves an installed scheme: with a pair named that differs from it,
@@ -88,7 +100,7 @@ export function ticketsMigrations(flavor: Flavor, schema: string | undefined, op
         if (!opts.pairGiven) return;
         let scheme;
         try {
-          scheme = await readScheme(knex, flavor, ref);
+          scheme = await readScheme(knexExecutor(knex), ref);
         } catch (err) {
           if (isIdleaseError(err, 'NOT_MIGRATED')) return;
           throw err;
@@ -98,13 +110,17 @@ export function ticketsMigrations(flavor: Flavor, schema: string | undefined, op
         throw new IdleaseError(
           'BAD_CONFIG',
           `${is} To give the servers a new increment and offsets use reshardTickets() (CLI: idlease tickets reshard), which starts above the global maximum; or leave increment/offset out.`,
-          { cli: { message: `${is} To give the servers a new increment and offsets run \`idlease tickets reshard --server … --server …\` (it starts above the global maximum); or leave --tickets-increment/--tickets-offset out.` } },
+          {
+            cli: {
+              message: `${is} To give the servers a new increment and offsets run \`idlease tickets reshard --server … --server …\` (it starts above the global maximum); or leave --tickets-increment/--tickets-offset out.`,
+            },
+          },
         );
       },
       down: async (knex) => {
         await refuseDown(knex);
         await runAll(knex, ddl.down);
-        await ddl.unseed(knex);
+        await ddl.unseed(knexExecutor(knex));
       },
     };
   });

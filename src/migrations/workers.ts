@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import { ownObjectName, type Flavor } from '../dialects/detect.js';
 import { liveWorkerLeases, workerTableDdl } from '../dialects/workers.js';
+import { knexExecutor } from '../drivers/knex.js';
 import { validateIdentifier } from '../identifiers.js';
 import { runAll, someOf, stateLossError, type IdleaseMigration } from './types.js';
 
@@ -22,27 +23,34 @@ export function resolveWorkersOptions(input: boolean | WorkersMigrateOptions | u
   return Object.freeze({ table: validateIdentifier(opts.table ?? DEFAULT_WORKER_TABLE, 'workers.table') });
 }
 
-export function workersMigrations(flavor: Flavor, schema: string | undefined, opts: ResolvedWorkers, dropState = false): IdleaseMigration[] {
+export function workersMigrations(
+  flavor: Flavor,
+  schema: string | undefined,
+  opts: ResolvedWorkers,
+  dropState = false,
+): IdleaseMigration[] {
   const ref = { schema, table: opts.table };
   const ddl = workerTableDdl(flavor, ref);
   // A live lease is a running process making IDs with its worker id: without the row, another
   // process could claim the same id and make the same IDs.
   const refuseDown = async (knex: Knex): Promise<void> => {
     if (dropState) return;
-    const live = await liveWorkerLeases(knex, { flavor, ref });
+    const live = await liveWorkerLeases(knexExecutor(knex), ref);
     if (live.length === 0) return;
     throw stateLossError(
       `the worker table ${ownObjectName(flavor, schema, opts.table)}`,
       `${live.length} worker id(s) are leased by running processes (${someOf(live.map((w) => `${w.group}/${w.workerId} held by ${w.host} pid ${w.pid} until ${w.leaseExpiresAt.toISOString()}`))}); stop them first`,
     );
   };
-  return [{
-    name: `workers:${opts.table}`,
-    up: (knex) => runAll(knex, ddl.up),
-    refuseDown,
-    down: async (knex) => {
-      await refuseDown(knex);
-      await runAll(knex, ddl.down);
+  return [
+    {
+      name: `workers:${opts.table}`,
+      up: (knex) => runAll(knex, ddl.up),
+      refuseDown,
+      down: async (knex) => {
+        await refuseDown(knex);
+        await runAll(knex, ddl.down);
+      },
     },
-  }];
+  ];
 }

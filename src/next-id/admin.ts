@@ -1,8 +1,8 @@
 /** Operator repairs for an installed next_id(); SQL in dialects/next-id.ts. */
-import type { Knex } from 'knex';
-import { flavorOf, isPostgres } from '../dialects/detect.js';
+import { isPostgres } from '../dialects/detect.js';
 import { typedConnectionErrors } from '../dialects/connection-errors.js';
 import { bumpNextIdSequence, type NextIdBumpResult } from '../dialects/next-id.js';
+import { executorFor, type KnexOrPool } from '../drivers/index.js';
 import { IdleaseError } from '../errors.js';
 import { validateIdentifier } from '../identifiers.js';
 
@@ -23,16 +23,21 @@ const MAX_AHEAD_MS = 86_400_000;
  * of more than 2^sequenceBits IDs in a millisecond), raise the sequence so that new IDs start
  * `aheadMs` past the database clock. Run it before traffic reaches the promoted server.
  * Never lowers the sequence; new IDs' time fields run ahead by up to `aheadMs` until the
- * clock catches up.
+ * clock catches up. `db` is a Knex instance or a pool (pg.Pool or Client, postgres.js); the
+ * bump is one transaction on one of its connections.
  */
-export async function bumpNextId(knex: Knex, options: BumpNextIdOptions): Promise<NextIdBumpResult> {
-  if (!isPostgres(flavorOf(knex))) {
-    throw new IdleaseError('BAD_CONFIG', 'next_id() exists only on PostgreSQL and PGlite; this knex handle is MySQL/MariaDB.');
+export async function bumpNextId(db: KnexOrPool, options: BumpNextIdOptions): Promise<NextIdBumpResult> {
+  const exec = executorFor(db);
+  if (!isPostgres(exec.flavor)) {
+    throw new IdleaseError('BAD_CONFIG', 'next_id() exists only on PostgreSQL and PGlite; this database is MySQL/MariaDB.');
   }
   const schema = validateIdentifier(options.schema ?? 'public', 'schema');
   const ahead = options.aheadMs;
   if (!Number.isSafeInteger(ahead) || ahead < 0 || ahead > MAX_AHEAD_MS) {
-    throw new IdleaseError('BAD_ARGUMENT', `aheadMs must be an integer from 0 to ${MAX_AHEAD_MS} (a day), got ${String(ahead)}. Use the largest burst lead you expect (docs/failover.md); CLI: --ahead-ms <ms>.`);
+    throw new IdleaseError(
+      'BAD_ARGUMENT',
+      `aheadMs must be an integer from 0 to ${MAX_AHEAD_MS} (a day), got ${String(ahead)}. Use the largest burst lead you expect (docs/failover.md); CLI: --ahead-ms <ms>.`,
+    );
   }
-  return typedConnectionErrors(() => bumpNextIdSequence(knex, schema, ahead));
+  return typedConnectionErrors(() => bumpNextIdSequence(exec, schema, ahead));
 }

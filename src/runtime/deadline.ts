@@ -16,16 +16,18 @@ import { SYSTEM_CLOCK, wakeableSleep, type Clock } from './clock.js';
  * timer only arms a check that runs after the I/O phase (setImmediate).
  *
  * The statement itself is not cancelled: it may still run later, which only abandons the range
- * it leases (forward reservation: nobody else can be handed it).
+ * it leases (forward reservation: nobody else can be handed it), or the worker-id claim or
+ * renewal nobody waits for any more (the id idles until its lease expires). `bound` names the
+ * setting behind `ms` in the error.
  */
-export function withDeadline<T>(query: PromiseLike<T>, ms: number): Promise<T> {
+export function withDeadline<T>(query: PromiseLike<T>, ms: number, bound = 'statementTimeoutMs'): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     let settled = false;
     const timer = setTimeout(() => {
       setImmediate(() => {
         if (settled) return;
         settled = true;
-        reject(new Error(`statement did not answer within ${ms} ms (statementTimeoutMs)`));
+        reject(new Error(`statement did not answer within ${ms} ms (${bound})`));
       });
     }, ms);
     query.then(
@@ -51,24 +53,25 @@ export class Timeout extends Error {}
 /**
  * Bounded waits without a timer per call: one watchdog sweeps the pending deadlines every
  * 25 ms (so a bound is kept to within 25 ms). A timer per ID cost a visible share of
- * throughput against the raw driver loop.
+ * throughput against the raw driver loop. Each deadline is on its caller's clock (monotonic
+ * time), so a test that drives a clock by hand moves these bounds too.
  */
-const pending = new Set<{ deadline: number; fail: () => void }>();
+const pending = new Set<{ clock: Clock; deadline: number; fail: () => void }>();
 let watchdog: NodeJS.Timeout | undefined;
 
 function sweep(): void {
-  const now = Date.now();
-  for (const p of pending) if (p.deadline <= now) p.fail();
+  for (const p of pending) if (p.deadline <= p.clock.monoMs()) p.fail();
   if (pending.size === 0 && watchdog) {
     clearInterval(watchdog);
     watchdog = undefined;
   }
 }
 
-export function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+export function within<T>(p: Promise<T>, ms: number, what: string, clock: Clock = SYSTEM_CLOCK): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     const entry = {
-      deadline: Date.now() + ms,
+      clock,
+      deadline: clock.monoMs() + ms,
       fail: () => {
         pending.delete(entry);
         reject(new Timeout(`${what} did not answer within ${ms} ms`));

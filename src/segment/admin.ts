@@ -1,7 +1,14 @@
-import type { Knex } from 'knex';
-import { insertSegmentRow, listSegmentRows, raiseSegmentRows, readSegmentRow, segmentTarget, updateSegmentStep, type SegmentRow } from '../dialects/segments.js';
+import {
+  insertSegmentRow,
+  listSegmentRows,
+  raiseSegmentRows,
+  readSegmentRow,
+  segmentTarget,
+  updateSegmentStep,
+  type SegmentRow,
+} from '../dialects/segments.js';
 import { typedConnectionErrors } from '../dialects/connection-errors.js';
-import { knexExecutor } from '../drivers/index.js';
+import { executorFor, type KnexOrPool } from '../drivers/index.js';
 import { IdleaseError } from '../errors.js';
 import { MAX_INT64, unsafeNumberError } from '../ids.js';
 import { DEFAULT_SEGMENT_TABLE, validateIdentifier } from '../identifiers.js';
@@ -26,21 +33,25 @@ export interface AddTagOptions extends TagTableOptions {
 }
 
 /**
- * Tag admin is SQL-only (a Knex instance): it lists and bulk-raises rows, which a store of one
- * tag's operations does not offer. One call, no retry: a connection failure is rethrown typed
- * (BAD_CONFIG for a wrong password/database/host, DB_UNAVAILABLE for a server away).
+ * Tag admin is SQL-only (a Knex instance or a pool, as the allocators take): it lists and
+ * bulk-raises rows, which a store of one tag's operations does not offer. One call, no retry:
+ * a connection failure is rethrown typed (BAD_CONFIG for a wrong password/database/host,
+ * DB_UNAVAILABLE for a server away).
  */
-function target(knex: Knex, o: TagTableOptions) {
-  const db = knexExecutor(knex);
-  return segmentTarget({ flavor: db.flavor, run: (text, values) => typedConnectionErrors(() => db.run(text, values)) }, {
-    table: validateIdentifier(o.table ?? DEFAULT_SEGMENT_TABLE, 'table'),
-    schema: o.schema === undefined ? undefined : validateIdentifier(o.schema, 'schema'),
-  });
+function target(knexOrPool: KnexOrPool, o: TagTableOptions) {
+  const db = executorFor(knexOrPool);
+  return segmentTarget(
+    { ...db, run: (text, values) => typedConnectionErrors(() => db.run(text, values)) },
+    {
+      table: validateIdentifier(o.table ?? DEFAULT_SEGMENT_TABLE, 'table'),
+      schema: o.schema === undefined ? undefined : validateIdentifier(o.schema, 'schema'),
+    },
+  );
 }
 
 /** Add a tag. Returns the row; `created: false` when it already existed (left unchanged). */
-export async function addTag(knex: Knex, options: AddTagOptions): Promise<{ created: boolean; row: SegmentRow }> {
-  const t = target(knex, options);
+export async function addTag(db: KnexOrPool, options: AddTagOptions): Promise<{ created: boolean; row: SegmentRow }> {
+  const t = target(db, options);
   const tag = validateTag(options.tag);
   const start = validateStart(options.start);
   const step = validateRowStep(options.step);
@@ -54,16 +65,16 @@ export async function addTag(knex: Knex, options: AddTagOptions): Promise<{ crea
   return { created, row };
 }
 
-export async function listTags(knex: Knex, options: TagTableOptions = {}): Promise<SegmentRow[]> {
-  return listSegmentRows(target(knex, options));
+export async function listTags(db: KnexOrPool, options: TagTableOptions = {}): Promise<SegmentRow[]> {
+  return listSegmentRows(target(db, options));
 }
 
 /**
  * Change a tag's admin step. Running allocators read it at their next lease; ranges are
  * always derived from what each lease statement added, so old and new steps never overlap.
  */
-export async function setStep(knex: Knex, tag: string, step: number, options: TagTableOptions = {}): Promise<SegmentRow> {
-  const t = target(knex, options);
+export async function setStep(db: KnexOrPool, tag: string, step: number, options: TagTableOptions = {}): Promise<SegmentRow> {
+  const t = target(db, options);
   validateTag(tag);
   const s = validateRowStep(step);
   if (!(await updateSegmentStep(t, tag, s))) {
@@ -96,7 +107,8 @@ function positiveBig(value: bigint | number | string, what: string): bigint {
   else if (typeof value === 'number' && Number.isSafeInteger(value)) v = BigInt(value);
   else if (typeof value === 'number' && Number.isInteger(value)) throw unsafeNumberError(value, what);
   else if (typeof value === 'string' && /^\d+$/.test(value)) v = BigInt(value);
-  if (v === undefined || v < 1n || v > MAX_INT64) throw new IdleaseError('BAD_ARGUMENT', `${what} must be an integer from 1 to ${MAX_INT64}, got ${String(value)}.`);
+  if (v === undefined || v < 1n || v > MAX_INT64)
+    throw new IdleaseError('BAD_ARGUMENT', `${what} must be an integer from 1 to ${MAX_INT64}, got ${String(value)}.`);
   return v;
 }
 
@@ -105,23 +117,34 @@ function positiveBig(value: bigint | number | string, what: string): bigint {
  * failover to a replica that missed recent leases, or a restore from a backup
  * (docs/failover.md). Running allocators move on at their next lease. Never lowers a row.
  */
-export async function bumpTag(knex: Knex, options: BumpTagOptions): Promise<BumpedTag[]> {
-  const t = target(knex, options);
+export async function bumpTag(db: KnexOrPool, options: BumpTagOptions): Promise<BumpedTag[]> {
+  const t = target(db, options);
   if ((options.tag === undefined) === (options.all !== true)) {
-    throw new IdleaseError('BAD_ARGUMENT', 'bumpTag: give exactly one of `tag` or `all: true` (CLI: `idlease tag bump <tag>` or `idlease tag bump --all`).');
+    throw new IdleaseError(
+      'BAD_ARGUMENT',
+      'bumpTag: give exactly one of `tag` or `all: true` (CLI: `idlease tag bump <tag>` or `idlease tag bump --all`).',
+    );
   }
   if ((options.by === undefined) === (options.to === undefined)) {
-    throw new IdleaseError('BAD_ARGUMENT', 'bumpTag: give exactly one of `by` (raise by n IDs) or `to` (raise to at least n). CLI: --by <n> | --to <id>.');
+    throw new IdleaseError(
+      'BAD_ARGUMENT',
+      'bumpTag: give exactly one of `by` (raise by n IDs) or `to` (raise to at least n). CLI: --by <n> | --to <id>.',
+    );
   }
   const tag = options.tag === undefined ? undefined : validateTag(options.tag);
-  const raise: { by: bigint } | { to: bigint } = options.by !== undefined ? { by: positiveBig(options.by, 'by') } : { to: positiveBig(options.to!, 'to') };
+  const raise: { by: bigint } | { to: bigint } =
+    options.by !== undefined ? { by: positiveBig(options.by, 'by') } : { to: positiveBig(options.to!, 'to') };
   const before = (await listSegmentRows(t)).filter((r) => tag === undefined || r.tag === tag);
   if (tag !== undefined && before.length === 0) {
     throw new IdleaseError('UNKNOWN_TAG', `Tag ${JSON.stringify(tag)} does not exist; nothing to bump. List tags: \`idlease tag list\`.`);
   }
   if ('by' in raise) {
     const full = before.find((r) => r.maxId > MAX_INT64 - raise.by);
-    if (full) throw new IdleaseError('EXHAUSTED', `Tag ${JSON.stringify(full.tag)} (max_id ${full.maxId}) cannot be raised by ${raise.by} without passing 2^63−1; nothing was changed.`);
+    if (full)
+      throw new IdleaseError(
+        'EXHAUSTED',
+        `Tag ${JSON.stringify(full.tag)} (max_id ${full.maxId}) cannot be raised by ${raise.by} without passing 2^63−1; nothing was changed.`,
+      );
   }
   await raiseSegmentRows(t, tag, raise);
   const after = new Map((await listSegmentRows(t)).map((r) => [r.tag, r.maxId]));

@@ -97,6 +97,7 @@ class SegmentAllocatorImpl implements SegmentAllocator {
       failed: (err, attempt, retryInMs) => this.leaseFailed(err, attempt, retryInMs),
       ended: () => this.checkState('lease loop ended'),
       backoff: { minMs: options.retryMinMs, maxMs: options.retryMaxMs },
+      clock: options.clock,
     });
   }
 
@@ -117,7 +118,12 @@ class SegmentAllocatorImpl implements SegmentAllocator {
 
   nextBatch(n: number): Promise<bigint[]> {
     if (!Number.isSafeInteger(n) || n < 1 || n > this.options.maxBatch) {
-      return Promise.reject(new IdleaseError('BAD_ARGUMENT', `nextBatch(n): n must be an integer from 1 to ${this.options.maxBatch} (maxBatch), got ${String(n)}.`));
+      return Promise.reject(
+        new IdleaseError(
+          'BAD_ARGUMENT',
+          `nextBatch(n): n must be an integer from 1 to ${this.options.maxBatch} (maxBatch), got ${String(n)}.`,
+        ),
+      );
     }
     const c0 = this.cursor;
     const last = c0 + BigInt(n) - 1n;
@@ -166,7 +172,8 @@ class SegmentAllocatorImpl implements SegmentAllocator {
   }
 
   onEvent(listener: (event: SegmentEvent) => void): () => void {
-    if (typeof listener !== 'function') throw new IdleaseError('BAD_ARGUMENT', 'onEvent(listener): listener must be a function (event) => void.');
+    if (typeof listener !== 'function')
+      throw new IdleaseError('BAD_ARGUMENT', 'onEvent(listener): listener must be a function (event) => void.');
     return this.events.add(listener);
   }
 
@@ -221,15 +228,23 @@ class SegmentAllocatorImpl implements SegmentAllocator {
     const waited = (within: string) => `No segment for tag ${JSON.stringify(this.tag)} within ${within}: memory is used up and `;
     const lib = waited(`${this.options.waitTimeoutMs} ms (waitTimeoutMs)`);
     // For the CLI: one run, no allocator that lives on; what it can do is rerun, or wait longer.
-    const cli = (why: string) => ({ message: `${waited(`${this.options.waitTimeoutMs / 1000} s`)}${why} Then rerun (--wait <seconds> waits longer).` });
+    const cli = (why: string) => ({
+      message: `${waited(`${this.options.waitTimeoutMs / 1000} s`)}${why} Then rerun (--wait <seconds> waits longer).`,
+    });
     let err: IdleaseError;
     if (!this.leasing) {
-      err = new IdleaseError('INVARIANT', `${lib}no lease was in flight — an allocator bug, please report it; the allocator starts a lease now.`);
+      err = new IdleaseError(
+        'INVARIANT',
+        `${lib}no lease was in flight — an allocator bug, please report it; the allocator starts a lease now.`,
+      );
       this.ensureLease();
     } else if (cause !== undefined) {
       const problem = connectionProblem(cause);
       const last = `the lease keeps failing; last database error: ${(cause as Error)?.message ?? String(cause)}.`;
-      const check = problem === undefined || problem === 'unreachable' ? 'Check that the database is reachable.' : `That is ${describeConnectionProblem(problem)}.`;
+      const check =
+        problem === undefined || problem === 'unreachable'
+          ? 'Check that the database is reachable.'
+          : `That is ${describeConnectionProblem(problem)}.`;
       err = new IdleaseError(
         'DB_UNAVAILABLE',
         `${lib}${last} ` +
@@ -239,7 +254,7 @@ class SegmentAllocatorImpl implements SegmentAllocator {
         { cause, cli: cli(`${last} ${check}`) },
       );
     } else {
-      const sent = `the lease sent ${Date.now() - this.leaseStartedAt} ms ago has not answered (no database error seen yet).`;
+      const sent = `the lease sent ${Math.round(this.options.clock.monoMs() - this.leaseStartedAt)} ms ago has not answered (no database error seen yet).`;
       err = new IdleaseError(
         'DB_UNAVAILABLE',
         `${lib}${sent} Check that the database is reachable and not blocked on a lock; the allocator keeps waiting and recovers by itself.`,
@@ -310,10 +325,10 @@ class SegmentAllocatorImpl implements SegmentAllocator {
   }
 
   private async leaseStep(): Promise<number> {
-    const started = (this.leaseStartedAt = Date.now());
+    const started = (this.leaseStartedAt = this.options.clock.monoMs());
     const seg = await this.leaseOnce(started);
     this.lastError = undefined;
-    this.accept(seg, Date.now() - started);
+    this.accept(seg, Math.round(this.options.clock.monoMs() - started));
     return 0;
   }
 
@@ -375,7 +390,10 @@ class SegmentAllocatorImpl implements SegmentAllocator {
     const end = res.end;
     const start = end - BigInt(step) + 1n;
     if (start < 1n || end > MAX_INT64) {
-      throw new IdleaseError('INVARIANT', `Lease for tag ${JSON.stringify(this.tag)} returned (${start - 1n}, ${end}], outside 1…2^63−1; refusing to hand it out.`);
+      throw new IdleaseError(
+        'INVARIANT',
+        `Lease for tag ${JSON.stringify(this.tag)} returned (${start - 1n}, ${end}], outside 1…2^63−1; refusing to hand it out.`,
+      );
     }
     if (start <= this.lastEnd) throw await this.regressed(start, end);
     this.lastEnd = end;
@@ -418,13 +436,17 @@ class SegmentAllocatorImpl implements SegmentAllocator {
       'UNKNOWN_TAG',
       `${what} Add it: \`idlease tag add ${this.tag}\` (or addTag(knex, { tag: ${JSON.stringify(this.tag)} })), ` +
         'or pass create: { start, step } to createSegmentAllocator.',
-      { cli: { message: `${what} Add it: \`{idlease} tag add ${this.tag}${flags}\`, or pass --create (with --start/--step) to add it here.` } },
+      {
+        cli: {
+          message: `${what} Add it: \`{idlease} tag add ${this.tag}${flags}\`, or pass --create (with --start/--step) to add it here.`,
+        },
+      },
     );
   }
 
   private accept(seg: Segment, ms: number): void {
     this.leases++;
-    this.lastLeaseAt = Date.now();
+    this.lastLeaseAt = this.options.clock.wallMs();
     this.lastLeaseMs = ms;
     this.latencyMs = ewma(this.latencyMs, ms);
     this.emit({ type: 'lease', tag: this.tag, start: seg.start, end: seg.end, step: this.currentStep, ms });

@@ -1,5 +1,21 @@
 export { createSegmentAllocator } from './allocator.js';
 export type { SegmentAllocatorOptions } from './options.js';
 export type { SegmentAllocator, SegmentStats, SegmentEvent } from './types.js';
-export { createKnexSegmentStore, createPoolSegmentStore, type SegmentStore, type SegmentLeaseResult, type SqlSegmentStoreOptions } from './store.js';
-export { addTag, bumpTag, listTags, setStep, type AddTagOptions, type BumpTagOptions, type BumpedTag, type TagTableOptions, type SegmentRow } from './admin.js';
+export {
+  createKnexSegmentStore,
+  createPoolSegmentStore,
+  type SegmentStore,
+  type SegmentLeaseResult,
+  type SqlSegmentStoreOptions,
+} from './store.js';
+export {
+  addTag,
+  bumpTag,
+  listTags,
+  setStep,
+  type AddTagOptions,
+  type BumpTagOptions,
+  type BumpedTag,
+  type TagTableOptions,
+  type SegmentRow,
+} from './admin.js';

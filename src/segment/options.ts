@@ -1,16 +1,16 @@
-import type { Knex } from 'knex';
 import { MAX_ROW_STEP } from '../dialects/segments.js';
+import type { Clock } from '../runtime/clock.js';
 import { IdleaseError } from '../errors.js';
 import { MAX_INT64, unsafeNumberError } from '../ids.js';
 import { DEFAULT_SEGMENT_TABLE, validateIdentifier } from '../identifiers.js';
-import { intOption, rejectUnknownKeys } from '../validate.js';
-import { ACCEPTED_POOLS } from '../drivers/index.js';
+import { clockOption, intOption, rejectUnknownKeys } from '../validate.js';
+import { ACCEPTED_POOLS, type KnexLike } from '../drivers/index.js';
 import { createKnexSegmentStore, createPoolSegmentStore, type SegmentStore } from './store.js';
 import type { SegmentEvent } from './types.js';
 
 export interface SegmentAllocatorOptions {
   /** The database. Its pool is shared by every allocator made from it. Exactly one of `knex`, `pool` or `store`. */
-  knex?: Knex;
+  knex?: KnexLike;
   /**
    * A pool you already have instead of knex: a `pg.Pool` or `pg.Client`, a `mysql2` pool or
    * promise pool, or a postgres.js `sql`. The same statements and guarantees as `knex`; int8 is
@@ -51,6 +51,12 @@ export interface SegmentAllocatorOptions {
   create?: boolean | { start?: bigint | number | string; step?: number; description?: string };
   /** Called for leases, lease errors, waits, timeouts and give-backs (metrics, logs). Must not throw. */
   onEvent?: (event: SegmentEvent) => void;
+  /**
+   * Time for the lease loop: its backoff sleeps, lease latency (which sizes the step) and
+   * `stats().lastLeaseAt`. Default the system clock; tests pass one they drive by hand. The
+   * `waitTimeoutMs` and `statementTimeoutMs` bounds stay real timers.
+   */
+  clock?: Clock;
 }
 
 export interface ResolvedSegmentOptions {
@@ -70,20 +76,44 @@ export interface ResolvedSegmentOptions {
   readonly maxBatch: number;
   readonly create: Readonly<{ start: bigint; step: number; description: string }> | undefined;
   readonly onEvent: ((event: SegmentEvent) => void) | undefined;
+  readonly clock: Clock;
 }
 
-const KNOWN = [
-  'knex', 'pool', 'store', 'tag', 'table', 'schema', 'minStep', 'maxStep', 'targetLeaseMs', 'preloadMs', 'waitTimeoutMs',
-  'statementTimeoutMs', 'retryMinMs', 'retryMaxMs', 'closeTimeoutMs', 'maxBatch', 'create', 'onEvent',
-];
+/** Every option createSegmentAllocator reads (also the database side of createRedisSequence). */
+export const SEGMENT_OPTION_KEYS = [
+  'knex',
+  'pool',
+  'store',
+  'tag',
+  'table',
+  'schema',
+  'minStep',
+  'maxStep',
+  'targetLeaseMs',
+  'preloadMs',
+  'waitTimeoutMs',
+  'statementTimeoutMs',
+  'retryMinMs',
+  'retryMaxMs',
+  'closeTimeoutMs',
+  'maxBatch',
+  'create',
+  'onEvent',
+  'clock',
+] as const;
 
 function int(value: unknown, name: string, def: number, min: number, max: number): number {
   return intOption(value, name, { min, max, default: def });
 }
 
 export function validateTag(tag: unknown, what = 'tag'): string {
+  // Control characters are exactly what a tag may not hold (they break logs, CLI output and URLs).
+  // eslint-disable-next-line no-control-regex
   if (typeof tag !== 'string' || tag.length < 1 || tag.length > 128 || /[\u0000-\u001f]/.test(tag)) {
-    throw new IdleaseError('BAD_CONFIG', `${what} must be a string of 1 to 128 printable characters, got ${JSON.stringify(tag)}. Example: tag: 'order'.`);
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      `${what} must be a string of 1 to 128 printable characters, got ${JSON.stringify(tag)}. Example: tag: 'order'.`,
+    );
   }
   return tag;
 }
@@ -101,7 +131,10 @@ export function validateStart(start: unknown, what = 'start'): bigint {
   else if (typeof start === 'number' && Number.isInteger(start)) throw unsafeNumberError(start, what);
   else if (typeof start === 'string' && /^\d+$/.test(start)) v = BigInt(start);
   if (v === undefined || v < 1n || v > MAX_INT64) {
-    throw new IdleaseError('BAD_CONFIG', `${what} must be an integer from 1 to ${MAX_INT64} (the first ID to hand out), got ${String(start)}.`);
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      `${what} must be an integer from 1 to ${MAX_INT64} (the first ID to hand out), got ${String(start)}.`,
+    );
   }
   return v;
 }
@@ -110,10 +143,13 @@ export function resolveSegmentOptions(options: SegmentAllocatorOptions): Resolve
   if (options === null || typeof options !== 'object') {
     throw new IdleaseError('BAD_CONFIG', "createSegmentAllocator(options): options must be an object, e.g. { knex, tag: 'order' }.");
   }
-  rejectUnknownKeys(options, KNOWN, 'createSegmentAllocator');
+  rejectUnknownKeys(options, SEGMENT_OPTION_KEYS, 'createSegmentAllocator');
   const given = [options.knex, options.pool, options.store].filter((x) => x !== undefined).length;
   if (given !== 1) {
-    throw new IdleaseError('BAD_CONFIG', `createSegmentAllocator needs exactly one of \`knex\` (a Knex instance), \`pool\` (${ACCEPTED_POOLS}) or \`store\`; got ${given}.`);
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      `createSegmentAllocator needs exactly one of \`knex\` (a Knex instance), \`pool\` (${ACCEPTED_POOLS}) or \`store\`; got ${given}.`,
+    );
   }
   const minStep = int(options.minStep, 'minStep', 1, 1, MAX_ROW_STEP);
   const maxStep = int(options.maxStep, 'maxStep', Math.max(minStep, 10_000_000), 1, MAX_ROW_STEP);
@@ -123,7 +159,8 @@ export function resolveSegmentOptions(options: SegmentAllocatorOptions): Resolve
   let create: ResolvedSegmentOptions['create'];
   if (options.create !== undefined && options.create !== false) {
     const c = options.create === true ? {} : options.create;
-    if (c === null || typeof c !== 'object') throw new IdleaseError('BAD_CONFIG', 'create must be true or { start?, step?, description? }.');
+    if (c === null || typeof c !== 'object')
+      throw new IdleaseError('BAD_CONFIG', 'create must be true or { start?, step?, description? }.');
     create = Object.freeze({
       start: validateStart(c.start, 'create.start'),
       step: validateRowStep(c.step, 'create.step'),
@@ -138,7 +175,9 @@ export function resolveSegmentOptions(options: SegmentAllocatorOptions): Resolve
   const statementTimeoutMs = int(options.statementTimeoutMs, 'statementTimeoutMs', 5_000, 1, 600_000);
   const sqlOptions = { table, schema, statementTimeoutMs };
   return Object.freeze({
-    store: options.store ?? (options.knex !== undefined ? createKnexSegmentStore(options.knex, sqlOptions) : createPoolSegmentStore(options.pool, sqlOptions)),
+    store:
+      options.store ??
+      (options.knex !== undefined ? createKnexSegmentStore(options.knex, sqlOptions) : createPoolSegmentStore(options.pool, sqlOptions)),
     tag: validateTag(options.tag),
     table,
     schema,
@@ -154,5 +193,6 @@ export function resolveSegmentOptions(options: SegmentAllocatorOptions): Resolve
     maxBatch: int(options.maxBatch, 'maxBatch', 1_000_000, 1, 100_000_000),
     create,
     onEvent: options.onEvent,
+    clock: clockOption(options.clock),
   });
 }

@@ -54,4 +54,3 @@ export function preloadHorizonMs(preloadMs: number, leaseLatencyMs: number | und
 export function ewma(previous: number | undefined, sample: number, alpha = 0.5): number {
   return previous === undefined ? sample : alpha * sample + (1 - alpha) * previous;
 }
-

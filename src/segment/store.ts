@@ -1,16 +1,18 @@
-import type { Knex } from 'knex';
 import {
-  giveBackSegment, insertSegmentRow, leaseSegment, readSegmentRow, segmentTarget, type SegmentTableRef,
+  giveBackSegment,
+  insertSegmentRow,
+  leaseSegment,
+  readSegmentRow,
+  segmentTarget,
+  type SegmentTableRef,
 } from '../dialects/segments.js';
 import type { SqlExecutor } from '../dialects/sql.js';
-import { knexExecutor, poolExecutor } from '../drivers/index.js';
+import { knexExecutor, poolExecutor, type KnexLike } from '../drivers/index.js';
 import { DEFAULT_SEGMENT_TABLE, validateIdentifier } from '../identifiers.js';
 
 /** What one lease statement did. */
 export type SegmentLeaseResult =
-  | { readonly kind: 'leased'; readonly end: bigint }
-  | { readonly kind: 'unknown' }
-  | { readonly kind: 'full'; readonly maxId: bigint };
+  { readonly kind: 'leased'; readonly end: bigint } | { readonly kind: 'unknown' } | { readonly kind: 'full'; readonly maxId: bigint };
 
 /**
  * What the allocator needs from a database: four small operations, each one statement.
@@ -66,7 +68,7 @@ export function sqlSegmentStore(db: SqlExecutor, options: SqlSegmentStoreOptions
 }
 
 /** The segment store on a Knex instance (mysql2, pg or PGlite). */
-export function createKnexSegmentStore(knex: Knex, options: SqlSegmentStoreOptions = {}): SegmentStore {
+export function createKnexSegmentStore(knex: KnexLike, options: SqlSegmentStoreOptions = {}): SegmentStore {
   return sqlSegmentStore(knexExecutor(knex), options);
 }
 

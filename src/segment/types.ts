@@ -45,13 +45,34 @@ export interface SegmentStats {
 }
 
 export type SegmentEvent =
-  | { readonly type: 'lease'; readonly tag: string; readonly start: bigint; readonly end: bigint; readonly step: number; readonly ms: number }
+  | {
+      readonly type: 'lease';
+      readonly tag: string;
+      readonly start: bigint;
+      readonly end: bigint;
+      readonly step: number;
+      readonly ms: number;
+    }
   /** `problem` says what the driver error means for the connection, when it is one of those. */
-  | { readonly type: 'lease-error'; readonly tag: string; readonly error: unknown; readonly problem: ConnectionProblem | undefined; readonly attempt: number; readonly retryInMs: number }
+  | {
+      readonly type: 'lease-error';
+      readonly tag: string;
+      readonly error: unknown;
+      readonly problem: ConnectionProblem | undefined;
+      readonly attempt: number;
+      readonly retryInMs: number;
+    }
   | { readonly type: 'wait'; readonly tag: string }
   | { readonly type: 'timeout'; readonly tag: string; readonly error: unknown }
   /** A lease came back at or below `previousEnd`: not served; the row was pushed to `raisedTo`. */
-  | { readonly type: 'regression'; readonly tag: string; readonly start: bigint; readonly end: bigint; readonly previousEnd: bigint; readonly raisedTo: bigint }
+  | {
+      readonly type: 'regression';
+      readonly tag: string;
+      readonly start: bigint;
+      readonly end: bigint;
+      readonly previousEnd: bigint;
+      readonly raisedTo: bigint;
+    }
   | { readonly type: 'give-back'; readonly tag: string; readonly from: bigint; readonly to: bigint; readonly ok: boolean };
 
 export interface SegmentAllocator {

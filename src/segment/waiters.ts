@@ -23,7 +23,12 @@ export class WaiterQueue {
    * Queue a caller. After `timeoutMs` without being served, `onTimeout` decides the error
    * (and may hand back what a batch already holds) and the caller is rejected with it.
    */
-  add<T>(need: number, batch: bigint[] | null, timeoutMs: number, onTimeout: (batch: bigint[] | null, isHead: boolean) => unknown): Promise<T> {
+  add<T>(
+    need: number,
+    batch: bigint[] | null,
+    timeoutMs: number,
+    onTimeout: (batch: bigint[] | null, isHead: boolean) => unknown,
+  ): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       const w: Waiter = { need, batch, resolve: resolve as (v: never) => void, reject, timer: undefined, done: false };
       w.timer = setTimeout(() => {

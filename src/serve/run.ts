@@ -28,8 +28,15 @@ export function serveLogger(): Logger {
 export async function runServe(o: RunServeOptions): Promise<void> {
   const logger = o.logger ?? serveLogger();
   const server = await startServer({ ...o, logger });
-  logger.info({ event: 'start', url: server.url, database: redact(o.target), tags: o.tags ?? 'all', auth: o.token ? 'token' : 'none' }, `idlease serve listening on ${server.url}`);
-  if (o.ephemeral) logger.warn({ event: 'ephemeral' }, 'pglite:memory: IDs are kept only while this server runs; a restart starts from 1 again and repeats them');
+  logger.info(
+    { event: 'start', url: server.url, database: redact(o.target), tags: o.tags ?? 'all', auth: o.token ? 'token' : 'none' },
+    `idlease serve listening on ${server.url}`,
+  );
+  if (o.ephemeral)
+    logger.warn(
+      { event: 'ephemeral' },
+      'pglite:memory: IDs are kept only while this server runs; a restart starts from 1 again and repeats them',
+    );
   o.onListening?.(server.url);
   process.stdout.write(`${server.url}\n`);
   const signal = await new Promise<NodeJS.Signals>((resolve) => {

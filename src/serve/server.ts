@@ -7,18 +7,20 @@
  *   GET  /api/snowflake/get/{key}         a snowflake ID as text (Leaf's API; the key is only validated, as in Leaf)
  *   GET  /v1/segment/{tag}/ids?n=N        {"ids": ["…", …]}
  *   POST /v1/segment/{tag}/lease?step=S   {"start": "…", "end": "…"} — a range for a remote client
+ *   GET  /api/redis/get/{tag}             with a Redis client: the next ID of the tag's Redis sequence (one order across servers)
+ *   GET  /v1/redis/{tag}/ids?n=N          the same, a batch
  *   GET  /metrics  /healthz  /readyz
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
 import { MAX_ROW_STEP } from '../dialects/segments.js';
 import { errorCategory, IdleaseError, isIdleaseError } from '../errors.js';
 import { collectMetrics, remoteLeaseCounter } from '../metrics/collect.js';
 import { probe } from '../dialects/connection-errors.js';
+import { knexExecutor, type KnexLike } from '../drivers/knex.js';
 import { settlesWithin } from '../runtime/deadline.js';
 import { addTag, listTags } from '../segment/admin.js';
 import { createSegmentAllocator } from '../segment/allocator.js';
@@ -26,9 +28,11 @@ import { createKnexSegmentStore, type SegmentStore } from '../segment/store.js';
 import type { SegmentAllocator } from '../segment/types.js';
 import { createSnowflakeAllocator } from '../snowflake/allocator.js';
 import type { SnowflakeAllocator } from '../snowflake/types.js';
+import { createRedisSequence } from '../redis-sequence/sequence.js';
+import type { RedisSequence } from '../redis-sequence/types.js';
 
 export interface ServeOptions {
-  readonly knex: Knex;
+  readonly knex: KnexLike;
   readonly host: string;
   readonly port: number;
   /** Serve only these tags (each must exist). Default: every tag in the table. */
@@ -53,6 +57,8 @@ export interface ServeOptions {
    * there, tags are never created over HTTP.
    */
   readonly createTags?: boolean;
+  /** A connected node-redis or ioredis client: served tags are also issued by Redis sequences (/api/redis, /v1/redis). Not closed by close(). */
+  readonly redis?: unknown;
   readonly logger: Logger;
 }
 
@@ -66,7 +72,11 @@ export interface IdServer {
 type HttpCode = 'NOT_FOUND' | 'METHOD_NOT_ALLOWED' | 'UNAUTHORIZED' | 'PAYLOAD_TOO_LARGE' | 'SHUTTING_DOWN';
 
 class HttpError extends Error {
-  constructor(readonly status: number, readonly code: HttpCode | IdleaseError['code'], message: string) {
+  constructor(
+    readonly status: number,
+    readonly code: HttpCode | IdleaseError['code'],
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -92,7 +102,10 @@ function intParam(query: string, name: string, min: number, max: number): number
   const raw = queryParam(query, name);
   const v = raw !== undefined && /^\d{1,16}$/.test(raw) ? Number(raw) : NaN;
   if (!Number.isSafeInteger(v) || v < min || v > max) {
-    throw new IdleaseError('BAD_ARGUMENT', `?${name}= must be an integer from ${min} to ${max}, got ${raw === undefined ? 'nothing' : JSON.stringify(raw.slice(0, 40))}.`);
+    throw new IdleaseError(
+      'BAD_ARGUMENT',
+      `?${name}= must be an integer from ${min} to ${max}, got ${raw === undefined ? 'nothing' : JSON.stringify(raw.slice(0, 40))}.`,
+    );
   }
   return v;
 }
@@ -120,8 +133,10 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
   const maxLeaseStep = Math.min(o.maxLeaseStep ?? 10_000_000, MAX_ROW_STEP);
   const table = { table: o.table, schema: o.schema };
   const store: SegmentStore = createKnexSegmentStore(o.knex, { table: o.table, schema: o.schema });
+  const db = knexExecutor(o.knex);
   const registry = new Registry();
   const allocators = new Map<string, SegmentAllocator>();
+  const sequences = new Map<string, RedisSequence>();
   const tokenDigest = o.token ? digest(o.token) : undefined;
   let known = new Set<string>();
   let knownAt = 0;
@@ -140,7 +155,13 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
   function serveTag(tag: string): SegmentAllocator {
     let a = allocators.get(tag);
     if (a) return a;
-    a = createSegmentAllocator({ knex: o.knex, tag, table: o.table, schema: o.schema, ...(o.maxStep === undefined ? {} : { maxStep: o.maxStep }) });
+    a = createSegmentAllocator({
+      knex: o.knex,
+      tag,
+      table: o.table,
+      schema: o.schema,
+      ...(o.maxStep === undefined ? {} : { maxStep: o.maxStep }),
+    });
     allocators.set(tag, a);
     collectMetrics(registry, a);
     countRemoteLease(tag, 0);
@@ -156,25 +177,62 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
   await refreshTags();
   const missing = (o.tags ?? []).filter((t) => !known.has(t));
   if (missing.length > 0) {
-    throw new IdleaseError('UNKNOWN_TAG', `--tags names tags that do not exist: ${missing.join(', ')}. Add them first: idlease tag add <tag>.`);
+    throw new IdleaseError(
+      'UNKNOWN_TAG',
+      `--tags names tags that do not exist: ${missing.join(', ')}. Add them first: idlease tag add <tag>.`,
+    );
   }
 
   /** The allocator for a served tag; tags added since the last look are found at most once a second. */
   async function allocatorFor(tag: string): Promise<SegmentAllocator> {
-    let a = allocators.get(tag);
+    const a = allocators.get(tag);
     if (a) return a;
     if (!known.has(tag) && Date.now() - knownAt > 1_000 && (!o.tags || o.tags.includes(tag))) await refreshTags();
     if (!known.has(tag)) {
-      throw new IdleaseError('UNKNOWN_TAG', `Tag ${JSON.stringify(tag)} is not served here${o.tags ? ` (--tags ${o.tags.join(',')})` : ''}. Tags are never created over HTTP: idlease tag add ${tag}.`);
+      throw new IdleaseError(
+        'UNKNOWN_TAG',
+        `Tag ${JSON.stringify(tag)} is not served here${o.tags ? ` (--tags ${o.tags.join(',')})` : ''}. Tags are never created over HTTP: idlease tag add ${tag}.`,
+      );
     }
     return serveTag(tag);
+  }
+
+  /** The Redis sequence of a served tag, made on its first request. */
+  async function sequenceFor(tag: string): Promise<RedisSequence> {
+    let s = sequences.get(tag);
+    if (s) return s;
+    if (o.redis === undefined)
+      throw new HttpError(
+        404,
+        'NOT_FOUND',
+        'This server has no Redis: start it with --redis-url redis://… to serve /api/redis and /v1/redis.',
+      );
+    await allocatorFor(tag); // only served tags
+    s = sequences.get(tag);
+    if (s) return s;
+    s = createRedisSequence({
+      redis: o.redis,
+      knex: o.knex,
+      tag,
+      table: o.table,
+      schema: o.schema,
+      ...(o.maxStep === undefined ? {} : { maxStep: o.maxStep }),
+    });
+    sequences.set(tag, s);
+    collectMetrics(registry, s);
+    return s;
   }
 
   async function addMissingTag(tag: string, query: string): Promise<void> {
     if (known.has(tag) || (o.tags && !o.tags.includes(tag))) return;
     const start = queryParam(query, 'start');
     const step = queryParam(query, 'step');
-    await addTag(o.knex, { ...table, tag, ...(start ? { start } : {}), ...(step ? { step: intParam(query, 'step', 1, MAX_ROW_STEP) } : {}) });
+    await addTag(o.knex, {
+      ...table,
+      tag,
+      ...(start ? { start } : {}),
+      ...(step ? { step: intParam(query, 'step', 1, MAX_ROW_STEP) } : {}),
+    });
     known.add(tag);
   }
 
@@ -200,7 +258,11 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
       return;
     }
     const body = JSON.stringify({ code, message });
-    res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...(status === 401 ? { 'www-authenticate': 'Bearer' } : {}) });
+    res.writeHead(status, {
+      'content-type': 'application/json',
+      'content-length': Buffer.byteLength(body),
+      ...(status === 401 ? { 'www-authenticate': 'Bearer' } : {}),
+    });
     res.end(body);
   }
 
@@ -210,9 +272,14 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
     res.end(body);
   }
 
-  async function ready(): Promise<{ ready: boolean; database: string; tags: Record<string, { remaining: string; lastError: string | undefined }> }> {
-    const answer = await probe(o.knex, 1_000);
-    const database = answer === 'ok' ? 'ok' : answer === 'late' ? 'no answer within 1000 ms' : ((answer.error as Error)?.message ?? String(answer.error));
+  async function ready(): Promise<{
+    ready: boolean;
+    database: string;
+    tags: Record<string, { remaining: string; lastError: string | undefined }>;
+  }> {
+    const answer = await probe(db, 1_000);
+    const database =
+      answer === 'ok' ? 'ok' : answer === 'late' ? 'no answer within 1000 ms' : ((answer.error as Error)?.message ?? String(answer.error));
     const tags: Record<string, { remaining: string; lastError: string | undefined }> = {};
     let runway = true;
     for (const [tag, a] of allocators) {
@@ -226,17 +293,24 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
 
   async function snowflakeAllocator(): Promise<SnowflakeAllocator> {
     if (!snowflake) {
-      const a = createSnowflakeAllocator({ knex: o.knex, group: o.snowflakeGroup ?? 'serve', ...(o.schema === undefined ? {} : { schema: o.schema }) });
+      const a = createSnowflakeAllocator({
+        knex: o.knex,
+        group: o.snowflakeGroup ?? 'serve',
+        ...(o.schema === undefined ? {} : { schema: o.schema }),
+      });
       // The first next() claims the worker id: a missing table or no free id is reported to this
       // request, and the next request tries afresh.
-      snowflake = a.next().then(() => {
-        collectMetrics(registry, a);
-        return a;
-      }, async (err: unknown) => {
-        snowflake = undefined;
-        await a.close().catch(() => undefined);
-        throw err;
-      });
+      snowflake = a.next().then(
+        () => {
+          collectMetrics(registry, a);
+          return a;
+        },
+        async (err: unknown) => {
+          snowflake = undefined;
+          await a.close().catch(() => undefined);
+          throw err;
+        },
+      );
     }
     return snowflake;
   }
@@ -277,11 +351,23 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
         // The same one-statement lease the allocators use: this range overlaps nobody's.
         const r = await store.lease(tag, step);
         if (r.kind === 'unknown') throw new IdleaseError('UNKNOWN_TAG', `Tag ${JSON.stringify(tag)} has no row.`);
-        if (r.kind === 'full') throw new IdleaseError('EXHAUSTED', `Tag ${JSON.stringify(tag)} cannot lease ${step} more IDs below 2^63−1 (max_id ${r.maxId}).`);
+        if (r.kind === 'full')
+          throw new IdleaseError('EXHAUSTED', `Tag ${JSON.stringify(tag)} cannot lease ${step} more IDs below 2^63−1 (max_id ${r.maxId}).`);
         countRemoteLease(tag, step);
         json(res, 200, { start: (r.end - BigInt(step) + 1n).toString(), end: r.end.toString() });
         return;
       }
+    }
+    if (parts[1] === 'api' && parts[2] === 'redis' && parts[3] === 'get' && parts.length === 5) {
+      guard(req, 'GET', true);
+      sendId(res, await (await sequenceFor(tagOf(parts[4]!))).next());
+      return;
+    }
+    if (parts[1] === 'v1' && parts[2] === 'redis' && parts[4] === 'ids' && parts.length === 5) {
+      guard(req, 'GET', true);
+      const n = intParam(query, 'n', 1, maxBatch);
+      json(res, 200, { ids: await (await sequenceFor(tagOf(parts[3]!))).nextBatch(n) });
+      return;
     }
     if (parts.length === 2) {
       if (parts[1] === 'healthz') {
@@ -303,12 +389,21 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
         return;
       }
     }
-    throw new HttpError(404, 'NOT_FOUND', `No route ${JSON.stringify(path.slice(0, 100))}. Routes: GET /api/segment/get/{tag}, GET /api/snowflake/get/{key}, GET /v1/segment/{tag}/ids?n=, POST /v1/segment/{tag}/lease?step=, GET /metrics, /healthz, /readyz.`);
+    throw new HttpError(
+      404,
+      'NOT_FOUND',
+      `No route ${JSON.stringify(path.slice(0, 100))}. Routes: GET /api/segment/get/{tag}, GET /api/snowflake/get/{key}, GET /v1/segment/{tag}/ids?n=, POST /v1/segment/{tag}/lease?step=, GET /api/redis/get/{tag}, GET /v1/redis/{tag}/ids?n=, GET /metrics, /healthz, /readyz.`,
+    );
   }
 
   function guard(req: http.IncomingMessage, method: 'GET' | 'POST', needsToken: boolean): void {
     if (req.method !== method) throw new HttpError(405, 'METHOD_NOT_ALLOWED', `Use ${method} here.`);
-    if (needsToken && !authorized(req)) throw new HttpError(401, 'UNAUTHORIZED', 'Send Authorization: Bearer <token> (the --token / IDLEASE_TOKEN the server was started with).');
+    if (needsToken && !authorized(req))
+      throw new HttpError(
+        401,
+        'UNAUTHORIZED',
+        'Send Authorization: Bearer <token> (the --token / IDLEASE_TOKEN the server was started with).',
+      );
     if (closing) throw new HttpError(503, 'SHUTTING_DOWN', 'The server is shutting down; retry on another instance.');
   }
 
@@ -326,7 +421,10 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
     if (url.startsWith(LEAF_PREFIX) && req.method === 'GET' && !closing && PLAIN_TAG.test(url.slice(LEAF_PREFIX.length))) {
       const a = allocators.get(url.slice(LEAF_PREFIX.length));
       if (a && authorized(req)) {
-        a.next().then((id) => sendId(res, id), (err: unknown) => fail(res, err));
+        a.next().then(
+          (id) => sendId(res, id),
+          (err: unknown) => fail(res, err),
+        );
         return;
       }
     }
@@ -335,9 +433,14 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
   server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
     // Malformed requests (bad request line, oversized headers): answer 400/431 and hang up, never crash.
     if (!socket.writable) return;
-    const [status, reason, code] = err.code === 'HPE_HEADER_OVERFLOW' ? [431, 'Request Header Fields Too Large', 'HEADERS_TOO_LARGE'] : [400, 'Bad Request', 'BAD_REQUEST'];
+    const [status, reason, code] =
+      err.code === 'HPE_HEADER_OVERFLOW'
+        ? [431, 'Request Header Fields Too Large', 'HEADERS_TOO_LARGE']
+        : [400, 'Bad Request', 'BAD_REQUEST'];
     const body = JSON.stringify({ code, message: `${reason}: the request could not be parsed.` });
-    socket.end(`HTTP/1.1 ${status} ${reason}\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    socket.end(
+      `HTTP/1.1 ${status} ${reason}\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    );
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', (err) => reject(listenError(err as NodeJS.ErrnoException, o.host, o.port)));
@@ -356,7 +459,9 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
       await settlesWithin(drained, timeoutMs);
       server.closeAllConnections();
       const sf = snowflake?.catch(() => undefined);
-      await Promise.all([...allocators.values()].map((a) => a.close()).concat(sf ? [sf.then((a) => a?.close())] : []));
+      await Promise.all(
+        [...allocators.values(), ...sequences.values()].map((a) => a.close()).concat(sf ? [sf.then((a) => a?.close())] : []),
+      );
     },
   };
 }

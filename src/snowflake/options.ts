@@ -1,10 +1,10 @@
-import type { Knex } from 'knex';
+import { ACCEPTED_POOLS, type KnexLike } from '../drivers/index.js';
 import { IdleaseError } from '../errors.js';
 import { validateIdentifier } from '../identifiers.js';
 import { intOption, rejectUnknownKeys } from '../validate.js';
 import { layoutPreset, resolveLayout, type IdLayout, type LayoutOptions, type LayoutPreset } from '../layout/index.js';
 import { SYSTEM_CLOCK, type Clock } from '../runtime/clock.js';
-import type { WorkerIdStore } from './worker-store.js';
+import { createKnexWorkerIdStore, createPoolWorkerIdStore, type WorkerIdStore } from './worker-store.js';
 import type { SnowflakeEvent } from './types.js';
 
 /** Wall time for the ID's time field, monotonic time for the lease, and a way to wait. Injected by tests. */
@@ -13,9 +13,14 @@ export type SnowflakeClock = Clock;
 export { SYSTEM_CLOCK };
 
 export interface SnowflakeAllocatorOptions {
-  /** The database holding `idlease_workers` (run `idlease migrate --workers`). Either this or `store`. */
-  knex?: Knex;
-  /** A WorkerIdStore instead of knex (tests, other clients). */
+  /** The database holding `idlease_workers` (run `idlease migrate --workers`). Exactly one of `knex`, `pool` or `store`. */
+  knex?: KnexLike;
+  /**
+   * A pool you already have instead of knex: a `pg.Pool` or `pg.Client`, a `mysql2` pool or
+   * promise pool, or a postgres.js `sql`. The same statements and guarantees as `knex`.
+   */
+  pool?: unknown;
+  /** A WorkerIdStore of your own (tests, other clients). */
   store?: WorkerIdStore;
   /** Worker-id group: allocators of one group share the id space. Default 'default'. */
   group?: string;
@@ -38,8 +43,7 @@ export interface SnowflakeAllocatorOptions {
 }
 
 export interface ResolvedSnowflakeOptions {
-  readonly knex: Knex | undefined;
-  readonly store: WorkerIdStore | undefined;
+  readonly store: WorkerIdStore;
   readonly group: string;
   readonly layout: IdLayout;
   readonly table: string;
@@ -55,7 +59,21 @@ export interface ResolvedSnowflakeOptions {
   readonly clock: SnowflakeClock;
 }
 
-const KNOWN = ['knex', 'store', 'group', 'layout', 'table', 'schema', 'leaseTtlMs', 'maxLeadMs', 'waitTimeoutMs', 'closeTimeoutMs', 'onEvent', 'clock'];
+const KNOWN = [
+  'knex',
+  'pool',
+  'store',
+  'group',
+  'layout',
+  'table',
+  'schema',
+  'leaseTtlMs',
+  'maxLeadMs',
+  'waitTimeoutMs',
+  'closeTimeoutMs',
+  'onEvent',
+  'clock',
+];
 
 function intIn(value: unknown, option: string, fallback: number, min: number, max: number): number {
   return intOption(value, option, { min, max, default: fallback, unit: 'milliseconds' });
@@ -66,12 +84,19 @@ export function resolveSnowflakeOptions(input: SnowflakeAllocatorOptions): Resol
     throw new IdleaseError('BAD_CONFIG', 'createSnowflakeAllocator(options): options must be an object such as { knex }.');
   }
   rejectUnknownKeys(input, KNOWN, 'createSnowflakeAllocator');
-  if ((input.knex === undefined) === (input.store === undefined)) {
-    throw new IdleaseError('BAD_CONFIG', 'createSnowflakeAllocator needs exactly one of knex (a database with idlease_workers) or store.');
+  const given = [input.knex, input.pool, input.store].filter((x) => x !== undefined).length;
+  if (given !== 1) {
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      `createSnowflakeAllocator needs exactly one of \`knex\` (a Knex instance), \`pool\` (${ACCEPTED_POOLS}), both on a database with idlease_workers, or \`store\`; got ${given}.`,
+    );
   }
   const group = input.group ?? 'default';
   if (typeof group !== 'string' || group.length < 1 || group.length > 128) {
-    throw new IdleaseError('BAD_CONFIG', `group must be a string of 1 to 128 characters, got ${JSON.stringify(group)}. Example: group: 'orders'.`);
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      `group must be a string of 1 to 128 characters, got ${JSON.stringify(group)}. Example: group: 'orders'.`,
+    );
   }
   const rawLayout = input.layout ?? 'idlease';
   const clock = input.clock ?? SYSTEM_CLOCK;
@@ -80,14 +105,17 @@ export function resolveSnowflakeOptions(input: SnowflakeAllocatorOptions): Resol
   const maxLeadMs = intIn(input.maxLeadMs, 'maxLeadMs', 1_000, 0, 3_600_000);
   const waitTimeoutMs = intIn(input.waitTimeoutMs, 'waitTimeoutMs', leaseTtlMs, 1, 3_600_000);
   const closeTimeoutMs = intIn(input.closeTimeoutMs, 'closeTimeoutMs', 5_000, 0, 600_000);
-  if (input.onEvent !== undefined && typeof input.onEvent !== 'function') throw new IdleaseError('BAD_CONFIG', 'onEvent must be a function.');
-  return Object.freeze({
-    knex: input.knex,
-    store: input.store,
-    group,
-    layout,
+  if (input.onEvent !== undefined && typeof input.onEvent !== 'function')
+    throw new IdleaseError('BAD_CONFIG', 'onEvent must be a function.');
+  const ref = {
     table: validateIdentifier(input.table ?? 'idlease_workers', 'table'),
     schema: input.schema === undefined ? undefined : validateIdentifier(input.schema, 'schema'),
+  };
+  return Object.freeze({
+    store: input.store ?? (input.knex !== undefined ? createKnexWorkerIdStore(input.knex, ref) : createPoolWorkerIdStore(input.pool, ref)),
+    group,
+    layout,
+    ...ref,
     leaseTtlMs,
     maxLeadMs,
     waitTimeoutMs,

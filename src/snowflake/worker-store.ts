@@ -1,12 +1,19 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import type { Knex } from 'knex';
 import { typedConnectionErrors } from '../dialects/connection-errors.js';
-import { flavorOf } from '../dialects/detect.js';
+import type { SqlExecutor } from '../dialects/sql.js';
 import {
-  claimWorkerId, listWorkerRows, releaseWorkerId, renewWorkerId,
-  type WorkerClaim, type WorkerHolder, type WorkerRow, type WorkerTableRef,
+  claimWorkerId,
+  listWorkerRows,
+  releaseWorkerId,
+  renewWorkerId,
+  workerTarget,
+  type WorkerClaim,
+  type WorkerHolder,
+  type WorkerRow,
+  type WorkerTableRef,
 } from '../dialects/workers.js';
+import { knexExecutor, poolExecutor, type KnexLike } from '../drivers/index.js';
 
 /**
  * What a snowflake allocator needs from a database to hold a worker id: three operations,
@@ -23,20 +30,33 @@ export interface WorkerIdStore {
   list(group?: string): Promise<WorkerRow[]>;
 }
 
-export type { WorkerClaim, WorkerHolder, WorkerRow };
+export type { WorkerClaim, WorkerHolder, WorkerRow, WorkerTableRef };
 
 /** Who is asking: this host and process, and a fresh token per claim. */
 export function newHolder(startedAt = new Date()): WorkerHolder {
   return Object.freeze({ token: randomBytes(16).toString('hex'), host: hostname().slice(0, 255), pid: process.pid, startedAt });
 }
 
-export function createKnexWorkerIdStore(knex: Knex, ref: WorkerTableRef): WorkerIdStore {
-  const t = Object.freeze({ flavor: flavorOf(knex), ref });
+/** The store on a worker table reached through any client adapter: the one implementation behind knex and the raw pools. */
+export function sqlWorkerIdStore(db: SqlExecutor, ref: WorkerTableRef): WorkerIdStore {
+  const t = workerTarget(db, ref);
   return Object.freeze({
-    claim: (group: string, maxWorkerId: number, holder: WorkerHolder, ttlMs: number) => claimWorkerId(knex, t, group, maxWorkerId, holder, ttlMs),
-    renew: (group: string, workerId: number, token: string, ttlMs: number, maxTimeMs: bigint) => renewWorkerId(knex, t, group, workerId, token, ttlMs, maxTimeMs),
-    release: (group: string, workerId: number, token: string, usedMaxTimeMs: bigint) => releaseWorkerId(knex, t, group, workerId, token, usedMaxTimeMs),
+    claim: (group: string, maxWorkerId: number, holder: WorkerHolder, ttlMs: number) => claimWorkerId(t, group, maxWorkerId, holder, ttlMs),
+    renew: (group: string, workerId: number, token: string, ttlMs: number, maxTimeMs: bigint) =>
+      renewWorkerId(t, group, workerId, token, ttlMs, maxTimeMs),
+    release: (group: string, workerId: number, token: string, usedMaxTimeMs: bigint) =>
+      releaseWorkerId(t, group, workerId, token, usedMaxTimeMs),
     // An admin read (workers list): one call, connection failures typed; claim/renew stay raw for the allocator's retry.
-    list: (group?: string) => typedConnectionErrors(() => listWorkerRows(knex, t, group)),
+    list: (group?: string) => typedConnectionErrors(() => listWorkerRows(t, group)),
   });
+}
+
+/** The worker-id store on a Knex instance (mysql2, pg or PGlite). */
+export function createKnexWorkerIdStore(knex: KnexLike, ref: WorkerTableRef): WorkerIdStore {
+  return sqlWorkerIdStore(knexExecutor(knex), ref);
+}
+
+/** The worker-id store on a raw pool: a pg.Pool or Client, a mysql2 pool or promise pool, or a postgres.js `sql` (BAD_CONFIG for anything else). */
+export function createPoolWorkerIdStore(pool: unknown, ref: WorkerTableRef): WorkerIdStore {
+  return sqlWorkerIdStore(poolExecutor(pool), ref);
 }

@@ -29,7 +29,10 @@ export function validateServerSet(offsets: readonly unknown[], incrementOption: 
     }
     const prev = seen.get(o);
     if (prev !== undefined) {
-      throw new IdleaseError('BAD_CONFIG', `servers[${prev}] and servers[${i}] both have offset ${o}: they would hand out the same IDs. Give every server its own offset 1..${increment}.`);
+      throw new IdleaseError(
+        'BAD_CONFIG',
+        `servers[${prev}] and servers[${i}] both have offset ${o}: they would hand out the same IDs. Give every server its own offset 1..${increment}.`,
+      );
     }
     seen.set(o, i);
   });
@@ -52,8 +55,10 @@ export function firstAbove(floor: bigint, increment: number, offset: number): bi
 /** Reason an ID from a server must not be handed out, or undefined if it may. */
 export function refuseReason(id: bigint, increment: number, offset: number): string | undefined {
   // mysql2 reads the OK packet's insert id as signed: past 2^63-1 it arrives negative.
-  if (id > MAX_INT64 || id < 0n) return `the counter passed 2^63-1 (got ${id}): it is exhausted (idlease keeps the sign bit clear and never wraps)`;
-  if (!belongsTo(id, increment, offset)) return `ID ${id} is not ≡ ${offset} (mod ${increment}): the server's auto_increment pair is not the one configured`;
+  if (id > MAX_INT64 || id < 0n)
+    return `the counter passed 2^63-1 (got ${id}): it is exhausted (idlease keeps the sign bit clear and never wraps)`;
+  if (!belongsTo(id, increment, offset))
+    return `ID ${id} is not ≡ ${offset} (mod ${increment}): the server's auto_increment pair is not the one configured`;
   return undefined;
 }
 
@@ -74,12 +79,18 @@ export interface ServerSetInput {
  * Validate a server set (offsets vs increment, default increment = number of servers) and
  * the sequence/schema names; `usage` is the call shape shown when `servers` is missing.
  */
-export function resolveServerSet(options: ServerSetInput, usage: string): { increment: number; sequence: string; schema: string | undefined } {
+export function resolveServerSet(
+  options: ServerSetInput,
+  usage: string,
+): { increment: number; sequence: string; schema: string | undefined } {
   if (options === null || typeof options !== 'object' || !Array.isArray(options.servers)) {
     throw new IdleaseError('BAD_CONFIG', `${usage}: servers is required.`);
   }
   const increment = options.increment ?? options.servers.length;
-  validateServerSet(options.servers.map((s) => s?.offset), increment);
+  validateServerSet(
+    options.servers.map((s) => s?.offset),
+    increment,
+  );
   return {
     increment,
     sequence: validateSequenceName(options.sequence ?? 'default', 'sequence'),

@@ -1,13 +1,13 @@
-export {
-  createTicketAllocator,
-  type TicketAllocator,
-  type TicketAllocatorOptions,
-  type TicketServerOptions,
-  type TicketServerStatus,
-  type TicketServerHealth,
-  type TicketEvent,
-  type TicketStats,
-} from './allocator.js';
-export { reshardTickets, type ReshardOptions, type ReshardResult } from './reshard.js';
-export type { ServerFacts as TicketServerFacts, TicketScheme, TicketEngine } from '../dialects/tickets.js';
-export type { TicketsMigrateOptions } from '../migrations/tickets.js';
+export { createTicketAllocator } from './allocator.js';
+export type {
+  TicketAllocator,
+  TicketAllocatorOptions,
+  TicketServerOptions,
+  TicketServerStatus,
+  TicketServerHealth,
+  TicketEvent,
+  TicketStats,
+} from './types.js';
+export type { TicketSource, ServerFacts as TicketServerFacts, TicketScheme } from './source.js';
+export { reshardTickets, type ReshardOptions, type ReshardResult, type ReshardServer } from './reshard.js';
+export type { TicketEngine } from '../dialects/tickets.js';

@@ -10,20 +10,28 @@
  * Allocators that were drawing wait (bounded by their timeoutMs) while the scheme is
  * closed and then follow the server's new pair.
  */
-import type { Knex } from 'knex';
-import { flavorOf } from '../dialects/detect.js';
+import type { SqlExecutor } from '../dialects/sql.js';
 import { fenceScheme, highestIssued, openScheme, type TicketScheme } from '../dialects/tickets.js';
+import type { KnexLike } from '../drivers/index.js';
 import { IdleaseError, isIdleaseError } from '../errors.js';
 import { MAX_INT64 } from '../ids.js';
 import { firstAbove, resolveServerSet } from './config.js';
+import { serverHandle } from './options.js';
+
+/** A server reshard works on: a Knex instance or a pool the app has (exactly one). No session state is set. */
+export interface ReshardServer {
+  readonly knex?: KnexLike;
+  readonly pool?: unknown;
+  readonly name?: string;
+}
 
 export interface ReshardOptions {
   /** The new set: every server with its new offset. */
-  readonly servers: ReadonlyArray<{ readonly knex: Knex; readonly offset: number; readonly name?: string }>;
+  readonly servers: ReadonlyArray<ReshardServer & { readonly offset: number }>;
   /** Default: the number of servers. */
   readonly increment?: number;
   /** Servers leaving the set: fenced and left closed, their IDs counted in the maximum. */
-  readonly retire?: ReadonlyArray<{ readonly knex: Knex; readonly name?: string }>;
+  readonly retire?: ReadonlyArray<ReshardServer>;
   readonly sequence?: string;
   readonly schema?: string;
   /**
@@ -38,30 +46,49 @@ export interface ReshardResult {
   /** Highest ID issued anywhere before the reshard. */
   readonly globalMax: bigint;
   readonly increment: number;
-  readonly servers: ReadonlyArray<{ readonly name: string; readonly offset: number; readonly firstId: bigint; readonly generation: bigint }>;
+  readonly servers: ReadonlyArray<{
+    readonly name: string;
+    readonly offset: number;
+    readonly firstId: bigint;
+    readonly generation: bigint;
+  }>;
 }
 
 export async function reshardTickets(options: ReshardOptions): Promise<ReshardResult> {
   const { increment, sequence, schema } = resolveServerSet(options, 'reshardTickets({ servers: [{ knex, offset }, …], increment })');
   const ref = { schema, sequence };
   const margin = options.margin === undefined ? 0n : BigInt(options.margin);
-  if (margin < 0n || margin > MAX_INT64) throw new IdleaseError('BAD_ARGUMENT', `reshard: margin must be from 0 to ${MAX_INT64}, got ${String(options.margin)}.`);
+  if (margin < 0n || margin > MAX_INT64)
+    throw new IdleaseError('BAD_ARGUMENT', `reshard: margin must be from 0 to ${MAX_INT64}, got ${String(options.margin)}.`);
   const all = [
-    ...options.servers.map((s) => ({ ...s, name: s.name ?? `server${s.offset}`, keep: true })),
-    ...(options.retire ?? []).map((s, i) => ({ knex: s.knex, offset: 0, name: s.name ?? `retired${i + 1}`, keep: false })),
+    ...options.servers.map((s, i) => ({
+      db: serverHandle(s, `servers[${i}]`).db,
+      name: s.name ?? `server${s.offset}`,
+      offset: s.offset,
+      keep: true,
+    })),
+    ...(options.retire ?? []).map((s, i) => ({
+      db: serverHandle(s, `retire[${i}]`).db,
+      name: s.name ?? `retired${i + 1}`,
+      offset: 0,
+      keep: false,
+    })),
   ];
-  const fenced: Array<{ knex: Knex; before: TicketScheme }> = [];
+  const fenced: Array<{ db: SqlExecutor; before: TicketScheme }> = [];
   let fencing = all[0]!.name;
   try {
     for (const s of all) {
       fencing = s.name;
-      fenced.push({ knex: s.knex, before: await fenceScheme(s.knex, flavorOf(s.knex), ref) });
+      fenced.push({ db: s.db, before: await fenceScheme(s.db, ref) });
     }
   } catch (err) {
     // Reopen what was fenced, counters untouched: the old scheme is still consistent.
     for (const f of fenced) {
-      const flavor = flavorOf(f.knex);
-      await openScheme(f.knex, flavor, ref, { increment: f.before.increment, offset: f.before.offset, first: (await highestIssued(f.knex, flavor, ref)) + 1n }).catch(() => undefined);
+      await openScheme(f.db, ref, {
+        increment: f.before.increment,
+        offset: f.before.offset,
+        first: (await highestIssued(f.db, ref)) + 1n,
+      }).catch(() => undefined);
     }
     if (isIdleaseError(err, 'NOT_MIGRATED')) {
       // A server joining the set must be set up first: waiting or retrying will not do it.
@@ -71,11 +98,15 @@ export async function reshardTickets(options: ReshardOptions): Promise<ReshardRe
         { cause: err },
       );
     }
-    throw new IdleaseError('DB_UNAVAILABLE', `reshard: could not fence every server (${(err as Error).message}); nothing was changed, the fenced servers were reopened. Retry when all servers answer.`, { cause: err });
+    throw new IdleaseError(
+      'DB_UNAVAILABLE',
+      `reshard: could not fence every server (${(err as Error).message}); nothing was changed, the fenced servers were reopened. Retry when all servers answer.`,
+      { cause: err },
+    );
   }
   let globalMax = 0n;
   for (const s of all) {
-    const h = await highestIssued(s.knex, flavorOf(s.knex), ref);
+    const h = await highestIssued(s.db, ref);
     if (h > globalMax) globalMax = h;
   }
   const out: Array<{ name: string; offset: number; firstId: bigint; generation: bigint }> = [];
@@ -83,7 +114,7 @@ export async function reshardTickets(options: ReshardOptions): Promise<ReshardRe
     if (!s.keep) continue;
     const firstId = globalMax + margin > MAX_INT64 ? MAX_INT64 + 1n : firstAbove(globalMax + margin, increment, s.offset);
     if (firstId > MAX_INT64) throw new IdleaseError('EXHAUSTED', `reshard: the next ID for ${s.name} (${firstId}) would pass 2^63-1.`);
-    const scheme = await openScheme(s.knex, flavorOf(s.knex), ref, { increment, offset: s.offset, first: firstId });
+    const scheme = await openScheme(s.db, ref, { increment, offset: s.offset, first: firstId });
     out.push({ name: s.name, offset: s.offset, firstId, generation: scheme.generation });
   }
   return Object.freeze({ globalMax, increment, servers: Object.freeze(out) });

@@ -50,14 +50,19 @@ export function extractBlocks(file: string, markdown: string): DocBlock[] {
       if (lines[j]!.trim().startsWith(fence) && lines[j]!.trim().replace(/[`~]/g, '') === '') break;
       body.push(lines[j]!.startsWith(indent) ? lines[j]!.slice(indent.length) : lines[j]!);
     }
-    const [lang = '', ...markers] = info.trim().split(/\s+/).filter((w) => w.length > 0);
+    const [lang = '', ...markers] = info
+      .trim()
+      .split(/\s+/)
+      .filter((w) => w.length > 0);
     const unknown = markers.filter((m) => !MARKERS.has(m));
     const noRun = markers.includes('no-run');
     const installed = markers.includes('installed');
     let problem: string | undefined;
     if (unknown.length > 0) problem = `unknown marker(s) ${unknown.join(', ')}; known: ${[...MARKERS].join(', ')}`;
-    else if (!noRun && !installed && !PROSE.has(lang) && !isRunnable(lang)) problem = `a \`${lang}\` block is not run: mark it \`${lang} no-run\` (configuration, output) or use a runnable language (${RUNNABLE.join(', ')})`;
-    else if (!noRun && lang === 'sql' && !markers.some((m) => (FLAVORS as readonly string[]).includes(m))) problem = 'an sql block names the database it is for: ```sql postgres, ```sql mysql or ```sql pglite (several allowed)';
+    else if (!noRun && !installed && !PROSE.has(lang) && !isRunnable(lang))
+      problem = `a \`${lang}\` block is not run: mark it \`${lang} no-run\` (configuration, output) or use a runnable language (${RUNNABLE.join(', ')})`;
+    else if (!noRun && lang === 'sql' && !markers.some((m) => (FLAVORS as readonly string[]).includes(m)))
+      problem = 'an sql block names the database it is for: ```sql postgres, ```sql mysql or ```sql pglite (several allowed)';
     blocks.push({
       file,
       line: i + 1,

@@ -14,6 +14,7 @@ import { createTestDb, type TestDb } from '../helpers/db.js';
 import { REPO_ROOT, TSX_LOADER } from '../helpers/cli.js';
 import { recipeModule, recipeTools } from '../helpers/recipe-tools.js';
 import type { DocBlock, Flavor } from './extract.js';
+import { startRedis } from '../helpers/redis.js';
 
 export type Target = Flavor | 'none';
 
@@ -23,6 +24,8 @@ export type Target = Flavor | 'none';
  * (PG_URL, IDLEASE_PG_URL).
  */
 const EXTRA_DB = /\b(MYSQL_URL|PG_URL|DB\d+_URL|IDLEASE_MYSQL_URL|IDLEASE_PG_URL)\b/g;
+/** A block that names REDIS_URL gets a private redis-server of its own (never the shared 6379). */
+const REDIS_URL = /\bREDIS_URL\b/;
 export const RUN_TIMEOUT_MS = 45_000;
 
 export interface Context {
@@ -31,6 +34,8 @@ export interface Context {
   readonly dir: string;
   readonly env: Record<string, string>;
   readonly dbs: TestDb[];
+  /** Other servers started for the block, stopped with it. */
+  readonly stops: Array<() => Promise<void>>;
 }
 
 let modulesDir: string | undefined;
@@ -56,7 +61,9 @@ function sharedModules(): string {
   writeFileSync(
     path.join(pkgDir, 'package.json'),
     JSON.stringify({
-      name: 'idlease', version: '0.0.0-docs', type: 'module',
+      name: 'idlease',
+      version: '0.0.0-docs',
+      type: 'module',
       exports: { '.': './src/index.ts', './metrics': './src/metrics/index.ts', './testing': './src/testing/index.ts' },
       bin: { idlease: 'bin/idlease' },
     }),
@@ -66,7 +73,10 @@ function sharedModules(): string {
   chmodSync(bin, 0o755);
   symlinkSync(bin, path.join(nm, '.bin', 'idlease'));
   // Optional peers (postgres.js) too: a user who passes one has installed it.
-  const pkg = JSON.parse(readFileSync(path.join(REPO_ROOT, 'package.json'), 'utf8')) as { dependencies: Record<string, string>; peerDependencies?: Record<string, string> };
+  const pkg = JSON.parse(readFileSync(path.join(REPO_ROOT, 'package.json'), 'utf8')) as {
+    dependencies: Record<string, string>;
+    peerDependencies?: Record<string, string>;
+  };
   const deps = [...Object.keys(pkg.dependencies), ...Object.keys(pkg.peerDependencies ?? {})];
   // A TypeScript user of `pg` also installs `@types/pg`: link a dependency's types where it has them.
   const typed = deps.map((dep) => `@types/${dep}`).filter((t) => existsSync(path.join(REPO_ROOT, 'node_modules', t)));
@@ -102,7 +112,7 @@ export async function createContext(target: Target, code: string): Promise<Conte
     if (v !== undefined && !/^IDLEASE_(URL|TOKEN)$/.test(k)) env[k] = v;
   }
   env.PATH = `${path.join(sharedModules(), '.bin')}${path.delimiter}${process.env.PATH ?? ''}`;
-  const ctx: Context = { target, dir, env, dbs: [] };
+  const ctx: Context = { target, dir, env, dbs: [], stops: [] };
   if (target === 'pglite') env.DATABASE_URL = `pglite:${path.join(dir, 'pglite-db')}`;
   else if (target !== 'none') {
     const db = await createTestDb(target, 'docs');
@@ -125,10 +135,15 @@ export async function addExtraDatabases(ctx: Context, code: string): Promise<voi
     ctx.dbs.push(db);
     ctx.env[name] = db.url;
   }
+  if (REDIS_URL.test(code) && !ctx.env.REDIS_URL) {
+    const redis = await startRedis('none');
+    ctx.stops.push(() => redis.destroy());
+    ctx.env.REDIS_URL = `redis://127.0.0.1:${redis.port}`;
+  }
 }
 
 export async function disposeContext(ctx: Context): Promise<void> {
-  await Promise.all(ctx.dbs.map((d) => d.drop()));
+  await Promise.all([...ctx.dbs.map((d) => d.drop()), ...ctx.stops.map((stop) => stop())]);
   rmSync(ctx.dir, { recursive: true, force: true });
 }
 
@@ -178,8 +193,17 @@ function sqlCommand(flavor: Target, url: string): [string, string[]] {
   const u = new URL(url);
   return [
     'mysql',
-    ['--protocol=TCP', '-h', u.hostname, '-P', u.port || '3306', '-u', decodeURIComponent(u.username) || 'root',
-      ...(u.password ? [`-p${decodeURIComponent(u.password)}`] : []), u.pathname.slice(1)],
+    [
+      '--protocol=TCP',
+      '-h',
+      u.hostname,
+      '-P',
+      u.port || '3306',
+      '-u',
+      decodeURIComponent(u.username) || 'root',
+      ...(u.password ? [`-p${decodeURIComponent(u.password)}`] : []),
+      u.pathname.slice(1),
+    ],
   ];
 }
 
@@ -187,7 +211,15 @@ async function runPglite(dataDir: string, sql: string): Promise<RunResult> {
   const db = new PGlite(dataDir);
   try {
     const results = await db.exec(sql);
-    return { code: 0, stdout: JSON.stringify(results.map((r) => r.rows), (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)), stderr: '', timedOut: false };
+    return {
+      code: 0,
+      stdout: JSON.stringify(
+        results.map((r) => r.rows),
+        (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v),
+      ),
+      stderr: '',
+      timedOut: false,
+    };
   } catch (err) {
     return { code: 1, stdout: '', stderr: String((err as Error)?.message ?? err), timedOut: false };
   } finally {
@@ -196,7 +228,11 @@ async function runPglite(dataDir: string, sql: string): Promise<RunResult> {
 }
 
 /** Normalise what legitimately differs between runs: wall-clock timestamps. */
-const normalise = (s: string) => s.replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z/g, '<time>').replace(/[ \t]+$/gm, '').trimEnd();
+const normalise = (s: string) =>
+  s
+    .replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z/g, '<time>')
+    .replace(/[ \t]+$/gm, '')
+    .trimEnd();
 
 /** Runs `$ command` lines and compares each one's stdout with the lines shown under it. */
 async function runConsole(block: DocBlock, ctx: Context): Promise<RunResult> {
@@ -212,7 +248,12 @@ async function runConsole(block: DocBlock, ctx: Context): Promise<RunResult> {
     transcript += `$ ${step.cmd}\n${r.stdout}`;
     if (r.code !== 0 || r.timedOut) return { ...r, stdout: transcript };
     if (normalise(r.stdout) !== normalise(step.expected.join('\n'))) {
-      return { code: 1, stdout: transcript, stderr: `output of \`${step.cmd}\` differs from the block:\n--- block\n${step.expected.join('\n').trimEnd()}\n--- actual\n${r.stdout.trimEnd()}\n${r.stderr}`, timedOut: false };
+      return {
+        code: 1,
+        stdout: transcript,
+        stderr: `output of \`${step.cmd}\` differs from the block:\n--- block\n${step.expected.join('\n').trimEnd()}\n--- actual\n${r.stdout.trimEnd()}\n${r.stderr}`,
+        timedOut: false,
+      };
     }
   }
   return { code: 0, stdout: transcript, stderr: '', timedOut: false };
@@ -266,15 +307,26 @@ export function typecheckBlocks(blocks: readonly DocBlock[], projectDir?: string
     path.join(dir, 'tsconfig.typecheck.json'),
     JSON.stringify({
       compilerOptions: {
-        target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', lib: ['ES2022'], types: ['node'],
+        target: 'ES2022',
+        module: 'NodeNext',
+        moduleResolution: 'NodeNext',
+        lib: ['ES2022'],
+        types: ['node'],
         typeRoots: [path.join(REPO_ROOT, 'node_modules/@types')],
-        ...SAMPLE_COMPILER_OPTIONS, strict: true, noEmit: true, skipLibCheck: true, moduleDetection: 'force', allowImportingTsExtensions: true,
+        ...SAMPLE_COMPILER_OPTIONS,
+        strict: true,
+        noEmit: true,
+        skipLibCheck: true,
+        moduleDetection: 'force',
+        allowImportingTsExtensions: true,
       },
       files,
     }),
   );
-  const ctx: Context = { target: 'none', dir, env: { ...(process.env as Record<string, string>) }, dbs: [] };
-  return run(process.execPath, [path.join(REPO_ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.typecheck.json'], ctx).finally(() => {
-    if (!projectDir) rmSync(dir, { recursive: true, force: true });
-  });
+  const ctx: Context = { target: 'none', dir, env: { ...(process.env as Record<string, string>) }, dbs: [], stops: [] };
+  return run(process.execPath, [path.join(REPO_ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.typecheck.json'], ctx).finally(
+    () => {
+      if (!projectDir) rmSync(dir, { recursive: true, force: true });
+    },
+  );
 }

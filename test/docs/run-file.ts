@@ -8,7 +8,16 @@ import path from 'node:path';
 import { afterAll, describe, it } from 'vitest';
 import { REPO_ROOT } from '../helpers/cli.js';
 import { extractBlocks, FLAVORS, isRunnable, type DocBlock } from './extract.js';
-import { addExtraDatabases, createContext, disposeContext, runBlock, RUN_TIMEOUT_MS, type Context, type RunResult, type Target } from './run-block.js';
+import {
+  addExtraDatabases,
+  createContext,
+  disposeContext,
+  runBlock,
+  RUN_TIMEOUT_MS,
+  type Context,
+  type RunResult,
+  type Target,
+} from './run-block.js';
 
 /** Where a block runs: its markers; else where the block it continues ran; else every database if it names one; else once. */
 export function targetsOf(block: DocBlock, previous: readonly Target[]): readonly Target[] {
@@ -28,7 +37,9 @@ export function failure(block: DocBlock, target: Target, r: RunResult): string {
 }
 
 export function runnableBlocks(file: string): DocBlock[] {
-  return extractBlocks(file, readFileSync(path.join(REPO_ROOT, file), 'utf8')).filter((b) => b.problem !== undefined || (!b.noRun && !b.installed && isRunnable(b.lang)));
+  return extractBlocks(file, readFileSync(path.join(REPO_ROOT, file), 'utf8')).filter(
+    (b) => b.problem !== undefined || (!b.noRun && !b.installed && isRunnable(b.lang)),
+  );
 }
 
 /**
@@ -53,30 +64,34 @@ export function describeDocFile(file: string, options: { around?: AroundBlock } 
     for (const block of blocks) {
       const targets = targetsOf(block, previous);
       previous = targets;
-      it(`${file}:${block.line} ${block.lang}${block.flavors.length ? ' ' + block.flavors.join(' ') : ''}${block.continues ? ' continues' : ''}${block.checkout ? ' checkout' : ''}`, { timeout: 4 * RUN_TIMEOUT_MS }, async () => {
-        if (block.problem) throw new Error(`${file}:${block.line}: ${block.problem}`);
-        if (!block.continues) await disposeAll();
-        // Each database has its own context, so the runs of one block go side by side.
-        const failures = await Promise.all(
-          targets.map(async (target) => {
-            let ctx = live.get(target);
-            if (ctx === undefined) {
-              if (block.continues) return `${file}:${block.line}: \`continues\` but the block before it did not run on ${target}`;
-              ctx = await createContext(target, block.code);
-              live.set(target, ctx);
-            } else {
-              await addExtraDatabases(ctx, block.code);
-            }
-            const after = await options.around?.(block, ctx);
-            const r = await runBlock(block, ctx);
-            if (r.code !== 0 || r.timedOut) return failure(block, target, r);
-            await after?.();
-            return undefined;
-          }),
-        );
-        const failed = failures.filter((f): f is string => f !== undefined);
-        if (failed.length > 0) throw new Error(failed.join('\n\n'));
-      });
+      it(
+        `${file}:${block.line} ${block.lang}${block.flavors.length ? ' ' + block.flavors.join(' ') : ''}${block.continues ? ' continues' : ''}${block.checkout ? ' checkout' : ''}`,
+        { timeout: 4 * RUN_TIMEOUT_MS },
+        async () => {
+          if (block.problem) throw new Error(`${file}:${block.line}: ${block.problem}`);
+          if (!block.continues) await disposeAll();
+          // Each database has its own context, so the runs of one block go side by side.
+          const failures = await Promise.all(
+            targets.map(async (target) => {
+              let ctx = live.get(target);
+              if (ctx === undefined) {
+                if (block.continues) return `${file}:${block.line}: \`continues\` but the block before it did not run on ${target}`;
+                ctx = await createContext(target, block.code);
+                live.set(target, ctx);
+              } else {
+                await addExtraDatabases(ctx, block.code);
+              }
+              const after = await options.around?.(block, ctx);
+              const r = await runBlock(block, ctx);
+              if (r.code !== 0 || r.timedOut) return failure(block, target, r);
+              await after?.();
+              return undefined;
+            }),
+          );
+          const failed = failures.filter((f): f is string => f !== undefined);
+          if (failed.length > 0) throw new Error(failed.join('\n\n'));
+        },
+      );
     }
   });
 }

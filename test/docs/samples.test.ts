@@ -12,7 +12,11 @@ import { extractBlocks } from './extract.js';
 import { createContext, disposeContext, removeSharedModules, runBlock, typecheckBlocks, RUN_TIMEOUT_MS } from './run-block.js';
 import { describeDocFile, failure } from './run-file.js';
 
-const mdIn = (dir: string) => readdirSync(path.join(REPO_ROOT, dir)).filter((f) => f.endsWith('.md')).sort().map((f) => `${dir}/${f}`);
+const mdIn = (dir: string) =>
+  readdirSync(path.join(REPO_ROOT, dir))
+    .filter((f) => f.endsWith('.md'))
+    .sort()
+    .map((f) => `${dir}/${f}`);
 const docFiles = ['README.md', ...mdIn('docs')];
 const recipeFiles = mdIn('docs/recipes');
 
@@ -23,13 +27,16 @@ for (const file of docFiles) describeDocFile(file);
 describe('TypeScript samples', () => {
   it('type-check under strict NodeNext, as a user would compile them', { timeout: 4 * RUN_TIMEOUT_MS }, async () => {
     const ts = [...docFiles, ...recipeFiles].flatMap((file) =>
-      extractBlocks(file, readFileSync(path.join(REPO_ROOT, file), 'utf8')).filter((b) => !b.noRun && !b.installed && (b.lang === 'ts' || b.lang === 'typescript')),
+      extractBlocks(file, readFileSync(path.join(REPO_ROOT, file), 'utf8')).filter(
+        (b) => !b.noRun && !b.installed && (b.lang === 'ts' || b.lang === 'typescript'),
+      ),
     );
     const r = await typecheckBlocks(ts);
     // tsc names the generated file docs_recipes_pg_md_146.ts(3,7): point at the line in the Markdown file instead.
     const byName = new Map(ts.map((b) => [b.file.replace(/[^a-z0-9]+/gi, '_'), b.file]));
     const located = r.stdout.replace(/^(\w+?)_(\d+)\.ts\((\d+),(\d+)\)/gm, (m, f: string, line: string, l: string, c: string) =>
-      byName.has(f) ? `${byName.get(f)}:${Number(line) + Number(l)}:${c}` : m);
+      byName.has(f) ? `${byName.get(f)}:${Number(line) + Number(l)}:${c}` : m,
+    );
     expect(r.code, located + r.stderr).toBe(0);
   });
 });
@@ -40,13 +47,38 @@ describe('docs-sample harness', () => {
       const test = path.join(REPO_ROOT, 'test/recipes', `${path.basename(file, '.md')}.test.ts`);
       return !existsSync(test) || !readFileSync(test, 'utf8').includes(`'${file}'`);
     });
-    expect(unrun, 'each docs/recipes/<page>.md needs test/recipes/<page>.test.ts that runs it (describeDocFile, or block by block as prisma.test.ts)').toEqual([]);
+    expect(
+      unrun,
+      'each docs/recipes/<page>.md needs test/recipes/<page>.test.ts that runs it (describeDocFile, or block by block as prisma.test.ts)',
+    ).toEqual([]);
   });
 
   it('flags blocks it cannot run: config without no-run, sql without a database, unknown markers', () => {
-    const md = ['```yaml', 'a: 1', '```', '```sql', 'SELECT 1;', '```', '```ts no-rn', 'x', '```', '```yaml no-run', 'a: 1', '```', '```', 'usage', '```'].join('\n');
+    const md = [
+      '```yaml',
+      'a: 1',
+      '```',
+      '```sql',
+      'SELECT 1;',
+      '```',
+      '```ts no-rn',
+      'x',
+      '```',
+      '```yaml no-run',
+      'a: 1',
+      '```',
+      '```',
+      'usage',
+      '```',
+    ].join('\n');
     const blocks = extractBlocks('x.md', md);
-    expect(blocks.map((b) => [b.line, b.problem !== undefined])).toEqual([[1, true], [4, true], [7, true], [10, false], [13, false]]);
+    expect(blocks.map((b) => [b.line, b.problem !== undefined])).toEqual([
+      [1, true],
+      [4, true],
+      [7, true],
+      [10, false],
+      [13, false],
+    ]);
   });
 
   it('reports a failing block with its file:line', async () => {

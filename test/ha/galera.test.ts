@@ -57,7 +57,8 @@ describe('segment allocators on Galera (HA)', () => {
       await admin.destroy();
       const workers: HaWorker[] = [];
       for (const node of cluster.nodes) {
-        for (const k of [0, 1]) workers.push(startHaWorker(`n${node.index + 1}p${k}`, dir, { url: node.url, tag: 'order', maxStep: 100, ...GALERA_BOUNDS }));
+        for (const k of [0, 1])
+          workers.push(startHaWorker(`n${node.index + 1}p${k}`, dir, { url: node.url, tag: 'order', maxStep: 100, ...GALERA_BOUNDS }));
       }
       await Promise.all(workers.map((w) => w.serving));
       await sleep(5_000);
@@ -71,15 +72,30 @@ describe('segment allocators on Galera (HA)', () => {
       const results = await Promise.all(workers.map((w) => w.done));
       const { total, duplicates, notIncreasing } = tally(results);
       const fair = perNode(results, (r) => r.idsAtMark ?? 0);
-      const why = `per node while all up: ${fair.join(' / ')}\n` + results.map((r) =>
-        `${r.name}: ${r.ids} ids (${r.idsAtMark} at mark), ${r.leases} leases, errors ${JSON.stringify(r.errors)} causes ${JSON.stringify(r.causes)} lease errors ${JSON.stringify(r.leaseErrors)}`).join('\n');
+      const why =
+        `per node while all up: ${fair.join(' / ')}\n` +
+        results
+          .map(
+            (r) =>
+              `${r.name}: ${r.ids} ids (${r.idsAtMark} at mark), ${r.leases} leases, errors ${JSON.stringify(r.errors)} causes ${JSON.stringify(r.causes)} lease errors ${JSON.stringify(r.leaseErrors)}`,
+          )
+          .join('\n');
       console.log(`Galera segments: ${total} ids\n${why}`);
       expect(duplicates, why).toBe(0);
       expect(notIncreasing, why).toEqual([]);
-      expect(results.every((r) => r.untyped === 0 && r.regressions === 0), why).toBe(true);
-      expect(results.every((r) => Object.keys(r.errors).every((c) => c === 'DB_UNAVAILABLE')), why).toBe(true);
+      expect(
+        results.every((r) => r.untyped === 0 && r.regressions === 0),
+        why,
+      ).toBe(true);
+      expect(
+        results.every((r) => Object.keys(r.errors).every((c) => c === 'DB_UNAVAILABLE')),
+        why,
+      ).toBe(true);
       // A failed call may name the killed node (connection refused), never a certification conflict.
-      expect(results.every((r) => r.causes['1213'] === undefined), why).toBe(true);
+      expect(
+        results.every((r) => r.causes['1213'] === undefined),
+        why,
+      ).toBe(true);
       // Processes on the surviving nodes usually see no failed call; on a loaded machine the
       // cluster can go non-primary for a moment while the node rejoins (1047), and then a call
       // fails with DB_UNAVAILABLE like any other outage (asserted above: typed, never 1213).
@@ -88,7 +104,10 @@ describe('segment allocators on Galera (HA)', () => {
       // machine and 4.6× once with three other test runs on the two cores (certification favours
       // whichever node commits first, and CPU contention decides that). A tenth is the guard.
       expect(Math.min(...fair) * 10, why).toBeGreaterThanOrEqual(Math.max(...fair));
-      expect(results.every((r) => r.ids > r.idsAtMark!), why).toBe(true);
+      expect(
+        results.every((r) => r.ids > r.idsAtMark!),
+        why,
+      ).toBe(true);
     } finally {
       stopHaWorkers(dir);
       rmSync(dir, { recursive: true, force: true });
@@ -106,10 +125,13 @@ describe('ticket servers on Galera, one database per node (HA)', () => {
       await k.destroy();
     }
     const knexes = cluster.nodes.map((n) => connect(n.urlFor(dbs[n.index]!), { poolMax: 2 }));
-    const make = (onEvent?: (e: TicketEvent) => void) => createTicketAllocator({
-      servers: cluster.nodes.map((n) => ({ knex: knexes[n.index]!, offset: n.index + 1, name: `node${n.index + 1}` })),
-      statementTimeoutMs: GALERA_BOUNDS.statementTimeoutMs, timeoutMs: GALERA_BOUNDS.waitTimeoutMs, onEvent,
-    });
+    const make = (onEvent?: (e: TicketEvent) => void) =>
+      createTicketAllocator({
+        servers: cluster.nodes.map((n) => ({ knex: knexes[n.index]!, offset: n.index + 1, name: `node${n.index + 1}` })),
+        statementTimeoutMs: GALERA_BOUNDS.statementTimeoutMs,
+        timeoutMs: GALERA_BOUNDS.waitTimeoutMs,
+        onEvent,
+      });
     try {
       const refused = make();
       await expect(refused.ready()).rejects.toThrow(/wsrep_auto_increment_control=ON[\s\S]*SET GLOBAL wsrep_auto_increment_control = OFF/);
@@ -152,18 +174,29 @@ describe('ticket servers on Galera, one database per node (HA)', () => {
       let duplicates = 0;
       for (let i = 1; i < sorted.length; i++) if (sorted[i] === sorted[i - 1]) duplicates++;
       const byResidue = [1n, 2n, 0n].map((r) => ids.filter((id) => id % 3n === r).length);
-      const health = events.filter((e) => e.type === 'server-down' || e.type === 'server-up').map((e) => `${e.type}:${(e as { server: string }).server}:${(e as { health?: string }).health ?? ''}`);
+      const health = events
+        .filter((e) => e.type === 'server-down' || e.type === 'server-up')
+        .map((e) => `${e.type}:${(e as { server: string }).server}:${(e as { health?: string }).health ?? ''}`);
       const why = `ids ${ids.length}, per node ${byResidue.join(' / ')}, failures ${JSON.stringify(failures)}, health events ${JSON.stringify(health)}, stats ${JSON.stringify(stats, (_, v) => (typeof v === 'bigint' ? v.toString() : v))}`;
       console.log(`Galera tickets: ${why}`);
       expect(duplicates, why).toBe(0);
       // No ID refused for a wrong residue (thrown away), no server flapping between refused and up.
-      expect(health.filter((h) => h.endsWith(':refused')), why).toEqual([]);
+      expect(
+        health.filter((h) => h.endsWith(':refused')),
+        why,
+      ).toEqual([]);
       expect(failures.INVARIANT, why).toBeUndefined();
       // The killed node's server went down and came back. (During the stall the others may be
       // marked down for a moment too — down, never refused.)
-      expect(health.filter((h) => h.includes(':node2:')), why).toEqual(['server-down:node2:down', 'server-up:node2:']);
+      expect(
+        health.filter((h) => h.includes(':node2:')),
+        why,
+      ).toEqual(['server-down:node2:down', 'server-up:node2:']);
       // A call fails only as an outage (DB_UNAVAILABLE, when the cluster is non-primary for a moment).
-      expect(Object.keys(failures).filter((c) => c !== 'DB_UNAVAILABLE'), why).toEqual([]);
+      expect(
+        Object.keys(failures).filter((c) => c !== 'DB_UNAVAILABLE'),
+        why,
+      ).toEqual([]);
       // The rejoined node serves again.
       expect(ids.slice(idsAtRejoin).filter((id) => id % 3n === 2n).length, why).toBeGreaterThan(0);
     } finally {

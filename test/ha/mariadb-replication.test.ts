@@ -43,22 +43,42 @@ async function topology(semiSync: boolean): Promise<FailoverTopology> {
   // The primary waits for the replica's acknowledgement longer than the outage lasts. Its
   // semi-sync side is switched on only once set up: with no replica yet, every commit
   // (the helper's CREATE DATABASE) would wait out the timeout.
-  const primary = await startMariadb([...common, '--server-id=1', '--rpl-semi-sync-master-wait-point=AFTER_SYNC', '--rpl-semi-sync-master-timeout=60000']);
-  const replica = await startMariadb([...common, '--server-id=2', '--log-slave-updates', ...(semiSync ? ['--rpl-semi-sync-slave-enabled=ON'] : [])]);
+  const primary = await startMariadb([
+    ...common,
+    '--server-id=1',
+    '--rpl-semi-sync-master-wait-point=AFTER_SYNC',
+    '--rpl-semi-sync-master-timeout=60000',
+  ]);
+  const replica = await startMariadb([
+    ...common,
+    '--server-id=2',
+    '--log-slave-updates',
+    ...(semiSync ? ['--rpl-semi-sync-slave-enabled=ON'] : []),
+  ]);
   if (semiSync) sql(primary.port, 'SET GLOBAL rpl_semi_sync_master_enabled = ON;');
-  sql(replica.port, `CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=${primary.port}, MASTER_USER='root', MASTER_PASSWORD='', MASTER_USE_GTID=slave_pos; START SLAVE;`);
+  sql(
+    replica.port,
+    `CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=${primary.port}, MASTER_USER='root', MASTER_PASSWORD='', MASTER_USE_GTID=slave_pos; START SLAVE;`,
+  );
   for (let i = 0; semiSync && i < 100 && !/\t1$/m.test(sql(primary.port, "SHOW STATUS LIKE 'Rpl_semi_sync_master_clients'")); i++) {
     await new Promise((r) => setTimeout(r, 100));
   }
   if (semiSync) expect(sql(primary.port, "SHOW STATUS LIKE 'Rpl_semi_sync_master_clients'")).toMatch(/\t1$/m);
-  for (let i = 0; i < 100 && !/Yes\s+Yes/.test(slaveStatus(replica.port).replace(/.*Slave_IO_Running: (\w+)[\s\S]*Slave_SQL_Running: (\w+)[\s\S]*/, '$1 $2')); i++) {
+  for (
+    let i = 0;
+    i < 100 &&
+    !/Yes\s+Yes/.test(slaveStatus(replica.port).replace(/.*Slave_IO_Running: (\w+)[\s\S]*Slave_SQL_Running: (\w+)[\s\S]*/, '$1 $2'));
+    i++
+  ) {
     await new Promise((r) => setTimeout(r, 100));
   }
   const vip = await startTcpSwitch(primary.port);
   const dir = mkdtempSync(path.join(tmpdir(), 'idlease-ha-mariadb-'));
   current = { primary, replica, vip, dir };
   return {
-    dir, vip, standbyPort: replica.port,
+    dir,
+    vip,
+    standbyPort: replica.port,
     url: (port) => `mysql://root@127.0.0.1:${port}/test`,
     // The link to the replica is cut: its receiver (IO thread) stops, the process and the applier
     // keep running. In GTID mode MariaDB discards the relay log when a replication thread starts
@@ -83,7 +103,8 @@ async function topology(semiSync: boolean): Promise<FailoverTopology> {
       const received = /Gtid_IO_Pos:[ \t]*(\S+)/.exec(status)?.[1];
       if (!received) throw new Error(`no Gtid_IO_Pos in SHOW SLAVE STATUS:\n${status}`);
       const waited = sql(replica.port, `SELECT MASTER_GTID_WAIT('${received}', 120);`).trim();
-      if (waited !== '0') throw new Error(`the replica did not apply what it received (${received}) within 120 s: MASTER_GTID_WAIT returned ${waited}`);
+      if (waited !== '0')
+        throw new Error(`the replica did not apply what it received (${received}) within 120 s: MASTER_GTID_WAIT returned ${waited}`);
       sql(replica.port, 'STOP SLAVE; RESET SLAVE ALL; SET GLOBAL read_only = OFF;');
     },
   };
@@ -96,16 +117,28 @@ describe('segment allocators through a MariaDB failover (HA)', () => {
     const why = summary(results);
     expect(duplicates, why).toBe(0);
     expect(notIncreasing, why).toEqual([]);
-    expect(results.every((r) => r.untyped === 0), why).toBe(true);
-    expect(results.every((r) => Object.keys(r.errors).every((c) => c === 'DB_UNAVAILABLE')), why).toBe(true);
-    expect(results.every((r) => r.ids > 0 && r.regressions === 0), why).toBe(true);
+    expect(
+      results.every((r) => r.untyped === 0),
+      why,
+    ).toBe(true);
+    expect(
+      results.every((r) => Object.keys(r.errors).every((c) => c === 'DB_UNAVAILABLE')),
+      why,
+    ).toBe(true);
+    expect(
+      results.every((r) => r.ids > 0 && r.regressions === 0),
+      why,
+    ).toBe(true);
     expect(total).toBeGreaterThan(10_000);
   }, 120_000);
 
   it('asynchronous replication: the old processes detect the regression; with `tag bump` (the documented margin), zero duplicates', async () => {
     const plain = await runFailover(await topology(false), { bump: false });
     const old = plain.results.filter((r) => r.name.startsWith('old'));
-    expect(old.reduce((s, r) => s + r.regressions, 0), summary(plain.results)).toBeGreaterThan(0);
+    expect(
+      old.reduce((s, r) => s + r.regressions, 0),
+      summary(plain.results),
+    ).toBeGreaterThan(0);
     expect(tally(plain.results).notIncreasing).toEqual([]);
     await (async () => {
       const t = current!;
@@ -119,7 +152,13 @@ describe('segment allocators through a MariaDB failover (HA)', () => {
     const { duplicates, notIncreasing } = tally(results);
     expect(duplicates, why).toBe(0);
     expect(notIncreasing, why).toEqual([]);
-    expect(results.reduce((s, r) => s + r.regressions, 0), why).toBe(0);
-    expect(results.every((r) => r.untyped === 0 && r.ids > 0), why).toBe(true);
+    expect(
+      results.reduce((s, r) => s + r.regressions, 0),
+      why,
+    ).toBe(0);
+    expect(
+      results.every((r) => r.untyped === 0 && r.ids > 0),
+      why,
+    ).toBe(true);
   }, 180_000);
 });

@@ -30,7 +30,10 @@ afterEach(async () => {
 async function topology(synchronous: boolean): Promise<FailoverTopology> {
   const primary = await startPostgres({
     settings: {
-      wal_level: 'replica', max_wal_senders: '4', hot_standby: 'on', fsync: 'on',
+      wal_level: 'replica',
+      max_wal_senders: '4',
+      hot_standby: 'on',
+      fsync: 'on',
       ...(synchronous ? { synchronous_standby_names: '*', synchronous_commit: 'on' } : {}),
     },
   });
@@ -39,7 +42,9 @@ async function topology(synchronous: boolean): Promise<FailoverTopology> {
   const dir = mkdtempSync(path.join(tmpdir(), 'idlease-ha-pg-'));
   current = { primary, standby, vip, dir };
   return {
-    dir, vip, standbyPort: standby.port,
+    dir,
+    vip,
+    standbyPort: standby.port,
     url: (port) => `postgres://postgres@127.0.0.1:${port}/postgres`,
     stopStandby: () => standby.stop(),
     killPrimary: () => primary.kill(),
@@ -57,9 +62,18 @@ describe('segment allocators through a PostgreSQL failover (HA)', () => {
     const why = summary(results);
     expect(duplicates, why).toBe(0);
     expect(notIncreasing, why).toEqual([]);
-    expect(results.every((r) => r.untyped === 0), why).toBe(true);
-    expect(results.every((r) => Object.keys(r.errors).every((c) => c === 'DB_UNAVAILABLE')), why).toBe(true);
-    expect(results.every((r) => r.ids > 0 && r.regressions === 0), why).toBe(true);
+    expect(
+      results.every((r) => r.untyped === 0),
+      why,
+    ).toBe(true);
+    expect(
+      results.every((r) => Object.keys(r.errors).every((c) => c === 'DB_UNAVAILABLE')),
+      why,
+    ).toBe(true);
+    expect(
+      results.every((r) => r.ids > 0 && r.regressions === 0),
+      why,
+    ).toBe(true);
     expect(total).toBeGreaterThan(10_000);
   }, 120_000);
 
@@ -70,17 +84,32 @@ describe('segment allocators through a PostgreSQL failover (HA)', () => {
     expect(duplicates, why).toBe(0);
     expect(notIncreasing, why).toEqual([]);
     // The margin covered every lease the old primary granted: no old process saw the row behind it.
-    expect(results.reduce((s, r) => s + r.regressions, 0), why).toBe(0);
-    expect(results.every((r) => r.untyped === 0 && Object.keys(r.errors).length === 0), why).toBe(true);
-    expect(results.every((r) => r.ids > 0), why).toBe(true);
+    expect(
+      results.reduce((s, r) => s + r.regressions, 0),
+      why,
+    ).toBe(0);
+    expect(
+      results.every((r) => r.untyped === 0 && Object.keys(r.errors).length === 0),
+      why,
+    ).toBe(true);
+    expect(
+      results.every((r) => r.ids > 0),
+      why,
+    ).toBe(true);
   }, 120_000);
 
   it('asynchronous replication without the bump: the old processes detect the regression (INVARIANT, never served)', async () => {
     const { results } = await runFailover(await topology(false), { bump: false });
     const why = summary(results);
     const old = results.filter((r) => r.name.startsWith('old'));
-    expect(old.reduce((s, r) => s + r.regressions, 0), why).toBeGreaterThan(0);
-    expect(old.some((r) => (r.errors.INVARIANT ?? 0) > 0), why).toBe(true);
+    expect(
+      old.reduce((s, r) => s + r.regressions, 0),
+      why,
+    ).toBeGreaterThan(0);
+    expect(
+      old.some((r) => (r.errors.INVARIANT ?? 0) > 0),
+      why,
+    ).toBe(true);
     expect(tally(results).notIncreasing, why).toEqual([]);
     // Fresh processes had no way to know: duplicates between them and the old ones are
     // the documented hazard of asynchronous failover (docs/failover.md), not asserted here.

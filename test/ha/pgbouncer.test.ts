@@ -39,7 +39,9 @@ describe('segments and tickets through pgbouncer (transaction pooling) on Postgr
     await addTag(viaBouncer, { tag: 'order', step: 50 });
     const dir = mkdtempSync(path.join(tmpdir(), 'idlease-pgbouncer-'));
     try {
-      const workers = Array.from({ length: 4 }, (_, i) => startHaWorker(`p${i}`, dir, { url: bouncer.via(db.url), tag: 'order', maxStep: 500 }));
+      const workers = Array.from({ length: 4 }, (_, i) =>
+        startHaWorker(`p${i}`, dir, { url: bouncer.via(db.url), tag: 'order', maxStep: 500 }),
+      );
       await Promise.all(workers.map((w) => w.serving));
       await new Promise((r) => setTimeout(r, 3_000));
       stopHaWorkers(dir);
@@ -48,7 +50,10 @@ describe('segments and tickets through pgbouncer (transaction pooling) on Postgr
       const { total, duplicates, notIncreasing } = tally(results);
       expect(duplicates, why).toBe(0);
       expect(notIncreasing, why).toEqual([]);
-      expect(results.every((r) => r.untyped === 0 && Object.keys(r.errors).length === 0 && r.leases > 1), why).toBe(true);
+      expect(
+        results.every((r) => r.untyped === 0 && Object.keys(r.errors).length === 0 && r.leases > 1),
+        why,
+      ).toBe(true);
       expect(total).toBeGreaterThan(1_000);
     } finally {
       rmSync(dir, { recursive: true, force: true });
@@ -60,11 +65,15 @@ describe('segments and tickets through pgbouncer (transaction pooling) on Postgr
     const second = connect(bouncer.via(db.url), { poolMax: 8 });
     const b = createTicketAllocator({ servers: [{ knex: second, offset: 2 }], increment: 3 });
     try {
-      const ids = (await Promise.all(Array.from({ length: 16 }, async (_, i) => {
-        const out: bigint[] = [];
-        for (let k = 0; k < 100; k++) out.push(await (i % 2 ? a : b).next());
-        return out;
-      }))).flat();
+      const ids = (
+        await Promise.all(
+          Array.from({ length: 16 }, async (_, i) => {
+            const out: bigint[] = [];
+            for (let k = 0; k < 100; k++) out.push(await (i % 2 ? a : b).next());
+            return out;
+          }),
+        )
+      ).flat();
       expect(new Set(ids).size).toBe(ids.length);
       expect(ids.every((id) => id % 3n === 2n)).toBe(true);
     } finally {

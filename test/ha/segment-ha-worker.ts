@@ -2,8 +2,8 @@
  * One HA "process": takes IDs for a tag until a stop file appears, appends them (int64,
  * little endian) to a file, and keeps going through failures, counting each error by code.
  * Prints one JSON line at the end: { ids, errors: { CODE: n }, causes: { errno: n }, leaseErrors:
- * { errno: n }, untyped, regressions, leases, idsAtMark }. `causes` counts the database errno
- * behind failed calls, `leaseErrors` the errno of every failed lease attempt (retried in the
+ * { errno: n }, untyped, maxFailMs, regressions, leases, idsAtMark }. `causes` counts the database errno
+ * behind failed calls, `maxFailMs` is the longest a failed call took, `leaseErrors` the errno of every failed lease attempt (retried in the
  * background), `idsAtMark` the IDs drawn when the optional mark file first appeared.
  *
  *   node --import tsx test/ha/segment-ha-worker.ts '<json config>'
@@ -22,15 +22,23 @@ interface WorkerConfig {
   markFile?: string;
   waitTimeoutMs?: number;
   statementTimeoutMs?: number;
+  connectTimeoutMs?: number;
+  /** A pause after every call, ms: a service's pace instead of flat out (fewer IDs to record and count). */
+  pauseMs?: number;
 }
 
 const cfg = JSON.parse(process.argv[2] ?? '{}') as WorkerConfig;
-const knex = connect(cfg.url, { poolMax: 2 });
+const knex = connect(cfg.url, { poolMax: 2, connectTimeoutMs: cfg.connectTimeoutMs });
 const leaseErrors: Record<string, number> = {};
-const errnoOf = (err: unknown): string => String((err as { errno?: unknown } | null)?.errno ?? (err as { code?: unknown } | null)?.code ?? 'other');
+const errnoOf = (err: unknown): string =>
+  String((err as { errno?: unknown } | null)?.errno ?? (err as { code?: unknown } | null)?.code ?? 'other');
 const alloc = createSegmentAllocator({
-  knex, tag: cfg.tag, maxStep: cfg.maxStep, targetLeaseMs: 50,
-  statementTimeoutMs: cfg.statementTimeoutMs ?? 2_000, waitTimeoutMs: cfg.waitTimeoutMs ?? 3_000,
+  knex,
+  tag: cfg.tag,
+  maxStep: cfg.maxStep,
+  targetLeaseMs: 50,
+  statementTimeoutMs: cfg.statementTimeoutMs ?? 2_000,
+  waitTimeoutMs: cfg.waitTimeoutMs ?? 3_000,
   onEvent: (e) => {
     if (e.type === 'lease-error') leaseErrors[errnoOf(e.error)] = (leaseErrors[errnoOf(e.error)] ?? 0) + 1;
   },
@@ -42,6 +50,7 @@ let ids = 0;
 const errors: Record<string, number> = {};
 const causes: Record<string, number> = {};
 let untyped = 0;
+let maxFailMs = 0;
 let idsAtMark: number | undefined;
 const flush = () => {
   writeSync(fd, new Uint8Array(buf.buffer, 0, n * 8));
@@ -49,6 +58,7 @@ const flush = () => {
 };
 for (let round = 0; !(round % 64 === 0 && existsSync(cfg.stopFile)); round++) {
   if (round % 64 === 0 && idsAtMark === undefined && cfg.markFile && existsSync(cfg.markFile)) idsAtMark = ids;
+  const t0 = performance.now();
   try {
     const got = round % 8 === 0 ? await alloc.nextBatch(1 + (round % 50)) : [await alloc.next()];
     if (ids === 0) process.stdout.write('first\n');
@@ -58,13 +68,14 @@ for (let round = 0; !(round % 64 === 0 && existsSync(cfg.stopFile)); round++) {
       if (n === buf.length) flush();
     }
     // Yield now and then, as a server would between requests: the background lease runs.
-    if (round % 16 === 0) await new Promise((r) => setImmediate(r));
+    if (cfg.pauseMs) await new Promise((r) => setTimeout(r, cfg.pauseMs));
+    else if (round % 16 === 0) await new Promise((r) => setImmediate(r));
   } catch (err) {
+    maxFailMs = Math.max(maxFailMs, Math.round(performance.now() - t0));
     if (isIdleaseError(err)) {
       errors[err.code] = (errors[err.code] ?? 0) + 1;
       if (err.cause !== undefined) causes[errnoOf(err.cause)] = (causes[errnoOf(err.cause)] ?? 0) + 1;
-    }
-    else untyped++;
+    } else untyped++;
     await new Promise((r) => setTimeout(r, 20));
   }
 }
@@ -73,5 +84,5 @@ closeSync(fd);
 const { regressions, leases } = alloc.stats();
 await alloc.close().catch(() => undefined);
 await knex.destroy().catch(() => undefined);
-process.stdout.write(JSON.stringify({ ids, errors, causes, leaseErrors, untyped, regressions, leases, idsAtMark }) + '\n');
+process.stdout.write(JSON.stringify({ ids, errors, causes, leaseErrors, untyped, maxFailMs, regressions, leases, idsAtMark }) + '\n');
 process.exit(0);

@@ -16,8 +16,13 @@ export interface CliResult {
 }
 
 export function runCli(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<CliResult> {
+  return runNode(['--import', TSX_LOADER, BIN, ...args], options);
+}
+
+/** `node <args>` as a real OS process, killed after `timeoutMs` (default 60 s). */
+export function runNode(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', TSX_LOADER, BIN, ...args], {
+    const child = spawn(process.execPath, args, {
       cwd: options.cwd ?? REPO_ROOT,
       env: { ...process.env, ...options.env },
       stdio: ['ignore', 'pipe', 'pipe'],

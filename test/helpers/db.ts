@@ -26,12 +26,19 @@ function withDatabase(url: string, database: string): string {
 }
 
 export async function createTestDb(flavor: TestFlavor, label = 't'): Promise<TestDb> {
-  const name = `idl_${label.replace(/[^a-z0-9_]/gi, '_').toLowerCase().slice(0, 30)}_${randomBytes(4).toString('hex')}`;
+  const name = `idl_${label
+    .replace(/[^a-z0-9_]/gi, '_')
+    .toLowerCase()
+    .slice(0, 30)}_${randomBytes(4).toString('hex')}`;
   if (flavor === 'pglite') {
     const knex = connect('pglite:memory');
     return {
-      flavor, url: 'pglite:memory', knex,
-      another: () => { throw new Error('PGlite is a single in-process connection: there is no second handle'); },
+      flavor,
+      url: 'pglite:memory',
+      knex,
+      another: () => {
+        throw new Error('PGlite is a single in-process connection: there is no second handle');
+      },
       drop: () => knex.destroy(),
     };
   }
@@ -43,8 +50,14 @@ export async function createTestDb(flavor: TestFlavor, label = 't'): Promise<Tes
   const knex = connect(url, { poolMax: 8 });
   const others: Knex[] = [];
   return {
-    flavor, url, knex,
-    another: () => { const k = connect(url, { poolMax: 8 }); others.push(k); return k; },
+    flavor,
+    url,
+    knex,
+    another: () => {
+      const k = connect(url, { poolMax: 8 });
+      others.push(k);
+      return k;
+    },
     async drop() {
       await Promise.all([knex, ...others].map((k) => k.destroy()));
       const a = connect(serverUrl, { poolMax: 1 });

@@ -30,7 +30,10 @@ export const OLD = 3;
 export const FRESH = 3;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-export async function runFailover(t: FailoverTopology, options: { bump: boolean }): Promise<{ results: HaWorkerResult[]; margin: bigint | undefined }> {
+export async function runFailover(
+  t: FailoverTopology,
+  options: { bump: boolean },
+): Promise<{ results: HaWorkerResult[]; margin: bigint | undefined }> {
   const knex = connect(t.url(t.vip.port), { poolMax: 1 });
   await migrate(knex);
   await addTag(knex, { tag: 'order', step: 100 });
@@ -67,5 +70,7 @@ export async function runFailover(t: FailoverTopology, options: { bump: boolean 
 }
 
 export function summary(results: readonly HaWorkerResult[]): string {
-  return results.map((r) => `${r.name}: ${r.ids} ids, ${r.leases} leases, ${r.regressions} regressions, errors ${JSON.stringify(r.errors)}`).join('\n');
+  return results
+    .map((r) => `${r.name}: ${r.ids} ids, ${r.leases} leases, ${r.regressions} regressions, errors ${JSON.stringify(r.errors)}`)
+    .join('\n');
 }

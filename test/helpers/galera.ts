@@ -66,7 +66,14 @@ export async function startGalera(options: GaleraOptions = {}): Promise<GaleraCl
   need('/usr/bin/wsrep_sst_rsync', 'wsrep_sst_rsync (mariadb-server)');
   need('/usr/bin/rsync', 'rsync (the SST method)');
   const root = mkdtempSync(path.join(tmpdir(), 'idlease-galera-'));
-  const ports = await Promise.all(Array.from({ length: 3 }, async () => ({ sql: await freePort(), gcomm: await freePort(), ist: await freePort(), sst: await freePort() })));
+  const ports = await Promise.all(
+    Array.from({ length: 3 }, async () => ({
+      sql: await freePort(),
+      gcomm: await freePort(),
+      ist: await freePort(),
+      sst: await freePort(),
+    })),
+  );
   const address = ports.map((p) => `127.0.0.1:${p.gcomm}`).join(',');
   const children: Array<ChildProcess | undefined> = [undefined, undefined, undefined];
   const dirs = ports.map((_, i) => path.join(root, `node${i + 1}`));
@@ -75,7 +82,10 @@ export async function startGalera(options: GaleraOptions = {}): Promise<GaleraCl
   if (user) chmodSync(root, 0o755);
 
   const sql = (i: number, statement: string): string =>
-    execFileSync('mariadb', ['-h127.0.0.1', `-P${ports[i]!.sql}`, '-uroot', '-N', '-B', '-e', statement], { timeout: 20_000, stdio: ['ignore', 'pipe', 'pipe'] }).toString();
+    execFileSync('mariadb', ['-h127.0.0.1', `-P${ports[i]!.sql}`, '-uroot', '-N', '-B', '-e', statement], {
+      timeout: 20_000,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }).toString();
 
   function launch(i: number, bootstrap: boolean, extra: readonly string[] = []): void {
     const p = ports[i]!;
@@ -87,27 +97,52 @@ export async function startGalera(options: GaleraOptions = {}): Promise<GaleraCl
       // Test-only: evict a dead node in ~3 s (defaults: suspect PT5S, inactive PT15S). Shorter
       // (1.5 s) made the live nodes suspect each other on this loaded 2-core box while a node
       // rejoined, and the cluster went non-primary (1047 on every node).
-      'evs.suspect_timeout=PT3S', 'evs.inactive_timeout=PT6S', 'evs.inactive_check_period=PT1S',
-      'evs.keepalive_period=PT1S', 'pc.wait_prim_timeout=PT10S',
+      'evs.suspect_timeout=PT3S',
+      'evs.inactive_timeout=PT6S',
+      'evs.inactive_check_period=PT1S',
+      'evs.keepalive_period=PT1S',
+      'pc.wait_prim_timeout=PT10S',
     ].join(';');
     const args = [
-      '--no-defaults', `--datadir=${dir}`, `--port=${p.sql}`, `--socket=${path.join(dir, 'mysqld.sock')}`,
-      `--user=${user ?? 'root'}`, '--bind-address=127.0.0.1', `--pid-file=${path.join(dir, 'mysqld.pid')}`,
-      `--log-error=${path.join(dir, 'error.log')}`, '--skip-name-resolve',
-      '--innodb-buffer-pool-size=16M', '--innodb-log-file-size=16M', '--innodb-flush-log-at-trx-commit=2',
-      '--binlog-format=ROW', '--default-storage-engine=InnoDB', '--innodb-autoinc-lock-mode=2',
-      '--performance-schema=OFF', '--skip-log-bin',
-      '--wsrep-on=ON', `--wsrep-provider=${GALERA_PROVIDER}`, `--wsrep-cluster-address=gcomm://${bootstrap ? '' : address}`,
-      '--wsrep-cluster-name=idlease', `--wsrep-node-name=node${i + 1}`, `--wsrep-node-address=127.0.0.1:${p.gcomm}`,
-      `--wsrep-node-incoming-address=127.0.0.1:${p.sql}`, `--wsrep-sst-receive-address=127.0.0.1:${p.sst}`,
-      '--wsrep-sst-method=rsync', `--wsrep-provider-options=${provider}`, '--wsrep-slave-threads=2',
-      ...(options.args ?? []), ...extra,
+      '--no-defaults',
+      `--datadir=${dir}`,
+      `--port=${p.sql}`,
+      `--socket=${path.join(dir, 'mysqld.sock')}`,
+      `--user=${user ?? 'root'}`,
+      '--bind-address=127.0.0.1',
+      `--pid-file=${path.join(dir, 'mysqld.pid')}`,
+      `--log-error=${path.join(dir, 'error.log')}`,
+      '--skip-name-resolve',
+      '--innodb-buffer-pool-size=16M',
+      '--innodb-log-file-size=16M',
+      '--innodb-flush-log-at-trx-commit=2',
+      '--binlog-format=ROW',
+      '--default-storage-engine=InnoDB',
+      '--innodb-autoinc-lock-mode=2',
+      '--performance-schema=OFF',
+      '--skip-log-bin',
+      '--wsrep-on=ON',
+      `--wsrep-provider=${GALERA_PROVIDER}`,
+      `--wsrep-cluster-address=gcomm://${bootstrap ? '' : address}`,
+      '--wsrep-cluster-name=idlease',
+      `--wsrep-node-name=node${i + 1}`,
+      `--wsrep-node-address=127.0.0.1:${p.gcomm}`,
+      `--wsrep-node-incoming-address=127.0.0.1:${p.sql}`,
+      `--wsrep-sst-receive-address=127.0.0.1:${p.sst}`,
+      '--wsrep-sst-method=rsync',
+      `--wsrep-provider-options=${provider}`,
+      '--wsrep-slave-threads=2',
+      ...(options.args ?? []),
+      ...extra,
     ];
     if (extra.includes('--wsrep-recover')) {
       execFileSync('/usr/sbin/mariadbd', args, { stdio: 'ignore', timeout: 60_000 });
       return;
     }
-    children[i] = spawn('/usr/sbin/mariadbd', args, { stdio: 'ignore', env: { ...process.env, PATH: `/usr/bin:/usr/sbin:/bin:/sbin:${process.env.PATH ?? ''}` } });
+    children[i] = spawn('/usr/sbin/mariadbd', args, {
+      stdio: 'ignore',
+      env: { ...process.env, PATH: `/usr/bin:/usr/sbin:/bin:/sbin:${process.env.PATH ?? ''}` },
+    });
   }
 
   async function waitSynced(i: number, size: number, timeoutMs = 60_000): Promise<void> {
@@ -118,7 +153,12 @@ export async function startGalera(options: GaleraOptions = {}): Promise<GaleraCl
       if (child && (child.exitCode !== null || child.signalCode !== null)) break;
       try {
         last = sql(i, "SHOW STATUS WHERE Variable_name IN ('wsrep_cluster_size','wsrep_local_state_comment','wsrep_ready')");
-        const m = Object.fromEntries(last.trim().split('\n').map((l) => l.split('\t') as [string, string]));
+        const m = Object.fromEntries(
+          last
+            .trim()
+            .split('\n')
+            .map((l) => l.split('\t') as [string, string]),
+        );
         if (Number(m.wsrep_cluster_size) === size && m.wsrep_local_state_comment === 'Synced' && m.wsrep_ready === 'ON') return;
       } catch {
         /* not accepting connections yet */
@@ -127,7 +167,9 @@ export async function startGalera(options: GaleraOptions = {}): Promise<GaleraCl
     }
     const log = path.join(dirs[i]!, 'error.log');
     const tail = existsSync(log) ? readFileSync(log, 'utf8').split('\n').slice(-25).join('\n') : '(no error log)';
-    throw new Error(`Galera node ${i + 1} not Synced with ${size} members within ${timeoutMs} ms (last status: ${JSON.stringify(last)}). Error log tail:\n${tail}`);
+    throw new Error(
+      `Galera node ${i + 1} not Synced with ${size} members within ${timeoutMs} ms (last status: ${JSON.stringify(last)}). Error log tail:\n${tail}`,
+    );
   }
 
   const live = () => children.filter((c) => c && c.exitCode === null && c.signalCode === null).length;
@@ -176,7 +218,11 @@ export async function startGalera(options: GaleraOptions = {}): Promise<GaleraCl
     for (const dir of dirs) {
       mkdirSync(dir);
       if (user) execFileSync('chown', [user, dir]);
-      execFileSync('/usr/bin/mariadb-install-db', ['--no-defaults', `--datadir=${dir}`, `--user=${user ?? 'root'}`, '--auth-root-authentication-method=normal', '--skip-test-db'], { stdio: 'ignore' });
+      execFileSync(
+        '/usr/bin/mariadb-install-db',
+        ['--no-defaults', `--datadir=${dir}`, `--user=${user ?? 'root'}`, '--auth-root-authentication-method=normal', '--skip-test-db'],
+        { stdio: 'ignore' },
+      );
     }
     launch(0, true);
     await waitSynced(0, 1);

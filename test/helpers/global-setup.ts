@@ -101,7 +101,9 @@ export async function resolveDatabases(deps: ResolveDeps): Promise<ResolvedDatab
   return { mysqlUrl: resolved.mysql, pgUrl: resolved.pg, stop };
 }
 
-async function startContainers(kinds: Array<'mysql' | 'pg'>): Promise<{ urls: Partial<Record<'mysql' | 'pg', string>>; stop(): Promise<void> }> {
+async function startContainers(
+  kinds: Array<'mysql' | 'pg'>,
+): Promise<{ urls: Partial<Record<'mysql' | 'pg', string>>; stop(): Promise<void> }> {
   const stops: Array<() => Promise<unknown>> = [];
   const urls: Partial<Record<'mysql' | 'pg', string>> = {};
   if (kinds.includes('mysql')) {
@@ -116,7 +118,12 @@ async function startContainers(kinds: Array<'mysql' | 'pg'>): Promise<{ urls: Pa
     stops.push(() => c.stop());
     urls.pg = c.getConnectionUri();
   }
-  return { urls, stop: async () => { await Promise.all(stops.map((s) => s())); } };
+  return {
+    urls,
+    stop: async () => {
+      await Promise.all(stops.map((s) => s()));
+    },
+  };
 }
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {

@@ -2,7 +2,7 @@
  * Worker processes for HA tests (test/ha/segment-ha-worker.ts): start them, stop them all
  * with one stop file, read what each recorded, and count duplicates across all of them.
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { REPO_ROOT, TSX_LOADER } from './cli.js';
@@ -20,6 +20,8 @@ export interface HaWorkerResult {
   /** IDs drawn when the mark file appeared (markHaWorkers), if it did. */
   readonly idsAtMark: number | undefined;
   readonly untyped: number;
+  /** The longest a failed call took, ms (0 when none failed). */
+  readonly maxFailMs: number;
   readonly regressions: number;
   readonly leases: number;
   readonly file: string;
@@ -32,19 +34,39 @@ export interface HaWorker {
   readonly done: Promise<HaWorkerResult>;
 }
 
-export function startHaWorker(name: string, dir: string, cfg: { url: string; tag: string; maxStep: number; waitTimeoutMs?: number; statementTimeoutMs?: number }): HaWorker {
+/** How a worker process is started: `spawn` by default; a partition link's `spawn` runs it in a network namespace. */
+export type Launch = (command: string, args: readonly string[], options: SpawnOptions) => ChildProcess;
+
+export function startHaWorker(
+  name: string,
+  dir: string,
+  cfg: {
+    url: string;
+    tag: string;
+    maxStep: number;
+    waitTimeoutMs?: number;
+    statementTimeoutMs?: number;
+    connectTimeoutMs?: number;
+    pauseMs?: number;
+  },
+  launch: Launch = spawn,
+): HaWorker {
   const out = path.join(dir, `${name}.bin`);
   const stopFile = path.join(dir, 'stop');
-  const child = spawn(process.execPath, ['--import', TSX_LOADER, WORKER, JSON.stringify({ ...cfg, out, stopFile, markFile: path.join(dir, 'mark') })], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = launch(
+    process.execPath,
+    ['--import', TSX_LOADER, WORKER, JSON.stringify({ ...cfg, out, stopFile, markFile: path.join(dir, 'mark') })],
+    { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   let stdout = '';
   let stderr = '';
   let markServing: () => void = () => undefined;
   const serving = new Promise<void>((r) => (markServing = r));
-  child.stdout.on('data', (d: Buffer) => {
+  child.stdout!.on('data', (d: Buffer) => {
     stdout += d.toString();
     if (stdout.includes('first\n')) markServing();
   });
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
   const done = new Promise<HaWorkerResult>((resolve, reject) => {
     child.once('exit', (code) => {
       markServing();
@@ -76,7 +98,11 @@ export function tally(results: readonly HaWorkerResult[]): { total: number; dupl
   const notIncreasing: string[] = [];
   for (const r of results) {
     const ids = readIds(r.file);
-    for (let i = 1; i < ids.length; i++) if (ids[i]! <= ids[i - 1]!) { notIncreasing.push(r.name); break; }
+    for (let i = 1; i < ids.length; i++)
+      if (ids[i]! <= ids[i - 1]!) {
+        notIncreasing.push(r.name);
+        break;
+      }
     for (const id of ids) all.push(id);
   }
   all.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));

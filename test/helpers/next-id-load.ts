@@ -41,7 +41,9 @@ export function nextIdLoad(url: string, admin: Knex): NextIdLoad {
   return {
     async install(schema, layout = {}) {
       await migrate(admin, { segments: false, nextId: { schema, ...layout } });
-      await admin.raw(`CREATE TABLE ${schema}.t (id bigint NOT NULL DEFAULT ${schema}.next_id(), at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(), s int NOT NULL, x bigint NOT NULL)`);
+      await admin.raw(
+        `CREATE TABLE ${schema}.t (id bigint NOT NULL DEFAULT ${schema}.next_id(), at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(), s int NOT NULL, x bigint NOT NULL)`,
+      );
       return Date.now();
     },
 
@@ -59,7 +61,15 @@ export function nextIdLoad(url: string, admin: Knex): NextIdLoad {
         [since],
       );
       const r = res.rows[0];
-      return { rows: r.rows, distinct: r.distinct_ids, notIncreasing: r.not_increasing, p50: Number(r.p50), p99: Number(r.p99), max: Number(r.max), beforeStart: r.before_start };
+      return {
+        rows: r.rows,
+        distinct: r.distinct_ids,
+        notIncreasing: r.not_increasing,
+        p50: Number(r.p50),
+        p99: Number(r.p99),
+        max: Number(r.max),
+        beforeStart: r.before_start,
+      };
     },
 
     async inserters(target, schema, n, until, base = 0) {

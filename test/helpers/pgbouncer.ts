@@ -70,7 +70,7 @@ export async function startPgBouncer(options: PgBouncerOptions): Promise<PgBounc
     await waitForPort(port, 15_000);
   } catch (err) {
     child.kill('SIGKILL');
-    throw new Error(`pgbouncer did not start (see ${path.join(dir, 'pgbouncer.log')}): ${(err as Error).message}`);
+    throw new Error(`pgbouncer did not start (see ${path.join(dir, 'pgbouncer.log')}): ${(err as Error).message}`, { cause: err });
   }
   return {
     port,

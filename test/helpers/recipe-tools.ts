@@ -46,14 +46,18 @@ export function recipeToolsInstalled(): boolean {
  */
 export function recipeTools(): string[] {
   const pkg = JSON.parse(readFileSync(path.join(RECIPES_DIR, 'package.json'), 'utf8')) as { devDependencies: Record<string, string> };
-  return Object.entries(pkg.devDependencies).filter(([, spec]) => !spec.startsWith('file:')).map(([name]) => name);
+  return Object.entries(pkg.devDependencies)
+    .filter(([, spec]) => !spec.startsWith('file:'))
+    .map(([name]) => name);
 }
 
 /** A recipe tool's directory; a missing one is an error that says how to install it. */
 export function recipeModule(name: string): string {
   const dir = path.join(RECIPE_MODULES, name);
   if (!existsSync(path.join(dir, 'package.json'))) {
-    throw new Error(`${path.relative(REPO_ROOT, dir)} is missing: the recipe tools are installed apart from the root; run \`${RECIPE_INSTALL_COMMAND}\``);
+    throw new Error(
+      `${path.relative(REPO_ROOT, dir)} is missing: the recipe tools are installed apart from the root; run \`${RECIPE_INSTALL_COMMAND}\``,
+    );
   }
   return dir;
 }
@@ -71,5 +75,6 @@ export default function setup(): void {
         `run \`${RECIPE_INSTALL_COMMAND}\` in the checkout and read its output (it needs the npm registry or an npm cache that has the packages)`,
     );
   }
-  if (!recipeToolsInstalled()) throw new Error(`\`${RECIPE_INSTALL_COMMAND}\` succeeded but test/recipes/node_modules does not match test/recipes/package-lock.json`);
+  if (!recipeToolsInstalled())
+    throw new Error(`\`${RECIPE_INSTALL_COMMAND}\` succeeded but test/recipes/node_modules does not match test/recipes/package-lock.json`);
 }

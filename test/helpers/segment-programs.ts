@@ -12,7 +12,8 @@ import type { SegmentAllocator, SegmentEvent } from '../../src/segment/index.js'
 /** Batch sizes relative to what the allocator holds when the call is made. */
 export type SizeSpec = 'remaining-1' | 'remaining' | 'remaining+1' | 'step' | '2step+3' | 'beyond-maxStep' | 'one';
 
-export type Call = { readonly op: 'next' } | { readonly op: 'batch'; readonly size: SizeSpec } | { readonly op: 'stats' } | { readonly op: 'close' };
+export type Call =
+  { readonly op: 'next' } | { readonly op: 'batch'; readonly size: SizeSpec } | { readonly op: 'stats' } | { readonly op: 'close' };
 
 /**
  * What a caller does before its next call: nothing (awaited bare, as users write it), a few
@@ -46,12 +47,21 @@ const callArb: fc.Arbitrary<Call> = fc.oneof(
 );
 const gapArb = fc.constantFrom<Gap>(0, 0, 0, 1, 2, 3, 'scheduled');
 
-export function programArb(o: { rowSteps: readonly number[]; maxSteps: readonly number[]; maxAllocators: number; maxCallers: number; maxCalls: number }): fc.Arbitrary<Program> {
+export function programArb(o: {
+  rowSteps: readonly number[];
+  maxSteps: readonly number[];
+  maxAllocators: number;
+  maxCallers: number;
+  maxCalls: number;
+}): fc.Arbitrary<Program> {
   const plan = fc
     .record({
       minStep: fc.constantFrom(1, 3),
       maxStep: fc.constantFrom(...o.maxSteps),
-      callers: fc.array(fc.array(fc.record({ call: callArb, gap: gapArb }), { minLength: 1, maxLength: o.maxCalls }), { minLength: 1, maxLength: o.maxCallers }),
+      callers: fc.array(fc.array(fc.record({ call: callArb, gap: gapArb }), { minLength: 1, maxLength: o.maxCalls }), {
+        minLength: 1,
+        maxLength: o.maxCallers,
+      }),
     })
     .map((p) => ({ ...p, minStep: Math.min(p.minStep, p.maxStep) }));
   return fc.record({ rowStep: fc.constantFrom(...o.rowSteps), allocators: fc.array(plan, { minLength: 1, maxLength: o.maxAllocators }) });
@@ -155,7 +165,10 @@ export function startProgram(program: Program, hooks: RunHooks): RunState {
  */
 export function checkProgram(state: RunState): void {
   const pending = state.records.filter((r) => !r.settled);
-  expect(pending.map((r) => `${r.op}(${r.n}) on allocator ${r.allocator}`), 'calls never answered').toEqual([]);
+  expect(
+    pending.map((r) => `${r.op}(${r.n}) on allocator ${r.allocator}`),
+    'calls never answered',
+  ).toEqual([]);
   const seen = new Set<bigint>();
   for (const r of state.records) {
     if (r.error !== undefined) {
@@ -170,10 +183,17 @@ export function checkProgram(state: RunState): void {
     }
   }
   state.allocators.forEach((a, i) => {
-    const ids = state.records.filter((r) => r.allocator === i && r.ids).sort((x, y) => x.order - y.order).flatMap((r) => r.ids!);
+    const ids = state.records
+      .filter((r) => r.allocator === i && r.ids)
+      .sort((x, y) => x.order - y.order)
+      .flatMap((r) => r.ids!);
     for (let k = 1; k < ids.length; k++) expect(ids[k]! > ids[k - 1]!, `allocator ${i}: ${ids[k]} after ${ids[k - 1]}`).toBe(true);
     const ranges = state.leased[i]!;
-    for (const id of ids) expect(ranges.some((g) => id >= g.start && id <= g.end), `ID ${id} outside allocator ${i}'s leases`).toBe(true);
+    for (const id of ids)
+      expect(
+        ranges.some((g) => id >= g.start && id <= g.end),
+        `ID ${id} outside allocator ${i}'s leases`,
+      ).toBe(true);
     if (!state.closeCalled[i]) {
       const leasedCount = ranges.reduce((sum, g) => sum + (g.end - g.start + 1n), 0n);
       expect(BigInt(ids.length) + a.stats().remaining, `allocator ${i}: leased IDs neither handed out nor in memory`).toBe(leasedCount);

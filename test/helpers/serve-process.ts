@@ -14,9 +14,15 @@ export interface ServeProcess {
 }
 
 export async function startServe(dbUrl: string, args: string[] = [], env: NodeJS.ProcessEnv = {}): Promise<ServeProcess> {
-  const child = spawn(process.execPath, ['--import', TSX_LOADER, path.join(REPO_ROOT, 'src/cli/bin.ts'), '--url', dbUrl, 'serve', '--port', '0', ...args], {
-    cwd: REPO_ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    ['--import', TSX_LOADER, path.join(REPO_ROOT, 'src/cli/bin.ts'), '--url', dbUrl, 'serve', '--port', '0', ...args],
+    {
+      cwd: REPO_ROOT,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let out = '';
   let err = '';
   child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
@@ -26,12 +32,20 @@ export async function startServe(dbUrl: string, args: string[] = [], env: NodeJS
     child.stdout!.on('data', (d: Buffer) => {
       out += d.toString();
       const line = out.split('\n')[0];
-      if (out.includes('\n') && line) { clearTimeout(timer); resolve(line.trim()); }
+      if (out.includes('\n') && line) {
+        clearTimeout(timer);
+        resolve(line.trim());
+      }
     });
-    void exited.then((code) => { clearTimeout(timer); reject(new Error(`serve exited ${code} before listening: ${err.slice(-2000)}`)); });
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`serve exited ${code} before listening: ${err.slice(-2000)}`));
+    });
   });
   return {
-    url, child, exited,
+    url,
+    child,
+    exited,
     stderr: () => err,
     async stop(signal = 'SIGTERM') {
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);

@@ -28,7 +28,9 @@ const DOC = 'docs/serve.md';
 
 /** The yaml block of docs/serve.md that holds the alert rules, verbatim. */
 function documentedRules(): string {
-  const blocks = extractBlocks(DOC, readFileSync(path.join(REPO_ROOT, DOC), 'utf8')).filter((b) => b.lang === 'yaml' && /^groups:/m.test(b.code));
+  const blocks = extractBlocks(DOC, readFileSync(path.join(REPO_ROOT, DOC), 'utf8')).filter(
+    (b) => b.lang === 'yaml' && /^groups:/m.test(b.code),
+  );
   expect(blocks.length, `${DOC} has one yaml block of alert rules`).toBe(1);
   return blocks[0]!.code;
 }
@@ -37,7 +39,10 @@ function alertNames(rules: string): string[] {
   return [...rules.matchAll(/^\s*-\s*alert:\s*(\S+)/gm)].map((m) => m[1]!);
 }
 
-interface Series { readonly series: string; readonly values: string }
+interface Series {
+  readonly series: string;
+  readonly values: string;
+}
 interface Case {
   /** Series under which the alert must be firing at `at`, with these labels. */
   readonly fires: { readonly input: Series[]; readonly labels: Array<Record<string, string>> };
@@ -47,10 +52,19 @@ interface Case {
 }
 
 const I = { instance: 'app-1:8080', job: 'idlease' };
-const sel = (name: string, labels: Record<string, string>) => `${name}{${Object.entries({ ...I, ...labels }).map(([k, v]) => `${k}="${v}"`).join(',')}}`;
-const errorsFlat = (tag: string, code: string, instance = I.instance): Series => ({ series: sel('idlease_segment_lease_errors_total', { tag, code, instance }), values: '0x20' });
+const sel = (name: string, labels: Record<string, string>) =>
+  `${name}{${Object.entries({ ...I, ...labels })
+    .map(([k, v]) => `${k}="${v}"`)
+    .join(',')}}`;
+const errorsFlat = (tag: string, code: string, instance = I.instance): Series => ({
+  series: sel('idlease_segment_lease_errors_total', { tag, code, instance }),
+  values: '0x20',
+});
 // A lease failing every few seconds from minute 3: the counter climbs.
-const errorsClimbing = (tag: string, code: string, instance = I.instance): Series => ({ series: sel('idlease_segment_lease_errors_total', { tag, code, instance }), values: '0 0 0 20+20x17' });
+const errorsClimbing = (tag: string, code: string, instance = I.instance): Series => ({
+  series: sel('idlease_segment_lease_errors_total', { tag, code, instance }),
+  values: '0 0 0 20+20x17',
+});
 
 /** One entry per documented alert; a rule added to the docs without one fails the test. */
 const CASES: Record<string, Case> = {
@@ -78,12 +92,21 @@ const CASES: Record<string, Case> = {
         ],
       },
       // Both true only since this minute: pending for `for`.
-      { at: '9m', input: [{ series: sel('idlease_segment_runway_seconds', { tag: 'order' }), values: '600x8 30x10' }, errorsClimbing('order', 'ECONNREFUSED')] },
+      {
+        at: '9m',
+        input: [
+          { series: sel('idlease_segment_runway_seconds', { tag: 'order' }), values: '600x8 30x10' },
+          errorsClimbing('order', 'ECONNREFUSED'),
+        ],
+      },
     ],
   },
   IdleaseLeaseErrors: {
     at: '12m',
-    fires: { input: [errorsClimbing('order', 'ECONNREFUSED'), errorsFlat('order', '28P01')], labels: [{ tag: 'order', code: 'ECONNREFUSED' }] },
+    fires: {
+      input: [errorsClimbing('order', 'ECONNREFUSED'), errorsFlat('order', '28P01')],
+      labels: [{ tag: 'order', code: 'ECONNREFUSED' }],
+    },
     quiet: [
       // Errors that stopped (one bad minute) ...
       { input: [{ series: sel('idlease_segment_lease_errors_total', { tag: 'order', code: 'ECONNREFUSED' }), values: '0 0 5 5x20' }] },
@@ -113,7 +136,10 @@ const CASES: Record<string, Case> = {
   },
   IdleaseRegression: {
     at: '30m',
-    fires: { input: [{ series: sel('idlease_segment_regressions_total', { tag: 'order' }), values: '0x10 1x30' }], labels: [{ ...I, tag: 'order' }] },
+    fires: {
+      input: [{ series: sel('idlease_segment_regressions_total', { tag: 'order' }), values: '0x10 1x30' }],
+      labels: [{ ...I, tag: 'order' }],
+    },
     quiet: [
       { input: [{ series: sel('idlease_segment_regressions_total', { tag: 'order' }), values: '0x40' }] },
       // One from long ago (repaired): the counter stays at 1 for the process's life.
@@ -138,7 +164,10 @@ const CASES: Record<string, Case> = {
   },
   IdleaseSnowflakeNoLease: {
     at: '10m',
-    fires: { input: [{ series: sel('idlease_snowflake_lease_valid', { group: 'api' }), values: '1x5 0x15' }], labels: [{ ...I, group: 'api' }] },
+    fires: {
+      input: [{ series: sel('idlease_snowflake_lease_valid', { group: 'api' }), values: '1x5 0x15' }],
+      labels: [{ ...I, group: 'api' }],
+    },
     quiet: [
       // A renewal late for a moment, and one late since this minute.
       { input: [{ series: sel('idlease_snowflake_lease_valid', { group: 'api' }), values: '1x8 0 1x10' }] },
@@ -147,12 +176,18 @@ const CASES: Record<string, Case> = {
   },
   IdleaseSnowflakeLeaseLost: {
     at: '10m',
-    fires: { input: [{ series: sel('idlease_snowflake_leases_lost_total', { group: 'api' }), values: '0x6 1x13' }], labels: [{ ...I, group: 'api' }] },
+    fires: {
+      input: [{ series: sel('idlease_snowflake_leases_lost_total', { group: 'api' }), values: '0x6 1x13' }],
+      labels: [{ ...I, group: 'api' }],
+    },
     quiet: [{ input: [{ series: sel('idlease_snowflake_leases_lost_total', { group: 'api' }), values: '2x20' }] }],
   },
   IdleaseClockBehind: {
     at: '10m',
-    fires: { input: [{ series: sel('idlease_snowflake_clock_waits_total', { group: 'api' }), values: '0x7 4x12' }], labels: [{ ...I, group: 'api' }] },
+    fires: {
+      input: [{ series: sel('idlease_snowflake_clock_waits_total', { group: 'api' }), values: '0x7 4x12' }],
+      labels: [{ ...I, group: 'api' }],
+    },
     quiet: [{ input: [{ series: sel('idlease_snowflake_clock_waits_total', { group: 'api' }), values: '4x30' }] }],
   },
 };
@@ -163,7 +198,10 @@ function labelSets(exposition: string): Map<string, Set<string>> {
   for (const line of exposition.split('\n')) {
     const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? \S+$/.exec(line);
     if (!m) continue;
-    const names = [...(m[2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="/g)].map((x) => x[1]!).sort().join(',');
+    const names = [...(m[2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="/g)]
+      .map((x) => x[1]!)
+      .sort()
+      .join(',');
     if (!out.has(m[1]!)) out.set(m[1]!, new Set());
     out.get(m[1]!)!.add(names);
   }
@@ -182,7 +220,10 @@ async function promtool(args: string[], cwd: string): Promise<{ code: number; ou
     return { code: 0, out: r.stdout + r.stderr };
   } catch (err) {
     const e = err as NodeJS.ErrnoException & { stdout?: string; stderr?: string; code?: number | string };
-    if (e.code === 'ENOENT') throw new Error('promtool is not installed: run `bash scripts/ensure-databases.sh` (or `apt-get install prometheus`).');
+    if (e.code === 'ENOENT')
+      throw new Error('promtool is not installed: run `bash scripts/ensure-databases.sh` (or `apt-get install prometheus`).', {
+        cause: err,
+      });
     return { code: typeof e.code === 'number' ? e.code : 1, out: `${e.stdout ?? ''}${e.stderr ?? ''}` };
   }
 }
@@ -203,7 +244,14 @@ describe('alert rules of docs/serve.md under promtool', () => {
     const registry = new Registry();
     const segment = createSegmentAllocator({ knex: db.knex, tag: 'order' });
     const failing = createSegmentAllocator({ knex: dead, tag: 'order', waitTimeoutMs: 300 });
-    const tickets = createTicketAllocator({ servers: [{ knex: db.knex, offset: 1 }, { knex: dead, offset: 2 }], increment: 2, timeoutMs: 1_000 });
+    const tickets = createTicketAllocator({
+      servers: [
+        { knex: db.knex, offset: 1 },
+        { knex: dead, offset: 2 },
+      ],
+      increment: 2,
+      timeoutMs: 1_000,
+    });
     const snowflake = createSnowflakeAllocator({ knex: db.knex, group: 'api' });
     const deadSnowflake = createSnowflakeAllocator({ knex: dead, group: 'api', waitTimeoutMs: 300 });
     collectMetrics(registry, segment, failing, tickets, snowflake, deadSnowflake);
@@ -233,7 +281,8 @@ describe('alert rules of docs/serve.md under promtool', () => {
   });
 
   it('every metric the rules use, and every series the cases feed them, is one a real exporter has, with the same labels', () => {
-    for (const name of new Set(rules.match(/\bidlease_[a-z_]+\b/g))) expect(exported.has(name), `${name} (used by a rule) is not exported`).toBe(true);
+    for (const name of new Set(rules.match(/\bidlease_[a-z_]+\b/g)))
+      expect(exported.has(name), `${name} (used by a rule) is not exported`).toBe(true);
     for (const [alert, c] of Object.entries(CASES)) {
       for (const s of [...c.fires.input, ...c.quiet.flatMap((q) => q.input)]) {
         const { name, labelNames } = parseSelector(s.series);
@@ -249,8 +298,16 @@ describe('alert rules of docs/serve.md under promtool', () => {
       rule_files: ['rules.yml'],
       evaluation_interval: '1m',
       tests: [
-        { interval: '1m', input_series: c.fires.input, alert_rule_test: [{ eval_time: c.at, alertname: alert, exp_alerts: c.fires.labels.map((l) => ({ exp_labels: l })) }] },
-        ...c.quiet.map((q) => ({ interval: '1m', input_series: q.input, alert_rule_test: [{ eval_time: q.at ?? c.at, alertname: alert, exp_alerts: [] }] })),
+        {
+          interval: '1m',
+          input_series: c.fires.input,
+          alert_rule_test: [{ eval_time: c.at, alertname: alert, exp_alerts: c.fires.labels.map((l) => ({ exp_labels: l })) }],
+        },
+        ...c.quiet.map((q) => ({
+          interval: '1m',
+          input_series: q.input,
+          alert_rule_test: [{ eval_time: q.at ?? c.at, alertname: alert, exp_alerts: [] }],
+        })),
       ],
     };
     writeFileSync(path.join(dir, 'rules.yml'), rules);

@@ -24,7 +24,8 @@ function project(name: string): string {
   return dir;
 }
 
-const next = (cwd: string, cache: string, n = 3) => runCli(['next', 'order', '-n', String(n)], { cwd, env: { IDLEASE_CACHE_DIR: cache, IDLEASE_URL: undefined } });
+const next = (cwd: string, cache: string, n = 3) =>
+  runCli(['next', 'order', '-n', String(n)], { cwd, env: { IDLEASE_CACHE_DIR: cache, IDLEASE_URL: undefined } });
 
 // Each case runs the CLI (through tsx) several times, some with PGlite's initdb: minutes on a loaded 2-core machine.
 describe('a new embedded directory from the template', () => {
@@ -47,7 +48,9 @@ describe('a new embedded directory from the template', () => {
     const db = new PGlite(copy);
     try {
       const schemas = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_namespace WHERE nspname = 'idlease'");
-      const tables = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema')");
+      const tables = await db.query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema')",
+      );
       expect(schemas.rows[0]!.n).toBe(0);
       expect(tables.rows[0]!.n).toBe(0);
     } finally {

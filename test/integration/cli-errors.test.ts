@@ -65,12 +65,30 @@ describe('CLI errors: one line, the right code, at once', () => {
 
   it('a wrong password or an unknown database fails at once as BAD_CONFIG naming the cause, not DB_UNAVAILABLE', async () => {
     const cases: Array<[string, RegExp]> = [
-      [withUrl(my.url, (u) => { u.password = 'wrong-password'; }), /access denied/],
-      [withUrl(inject('mysqlUrl'), (u) => { u.pathname = '/idl_no_such_database'; }), /unknown database/],
-      [withUrl(inject('pgUrl'), (u) => { u.pathname = '/idl_no_such_database'; }), /unknown database/],
+      [
+        withUrl(my.url, (u) => {
+          u.password = 'wrong-password';
+        }),
+        /access denied/,
+      ],
+      [
+        withUrl(inject('mysqlUrl'), (u) => {
+          u.pathname = '/idl_no_such_database';
+        }),
+        /unknown database/,
+      ],
+      [
+        withUrl(inject('pgUrl'), (u) => {
+          u.pathname = '/idl_no_such_database';
+        }),
+        /unknown database/,
+      ],
     ];
     const runs = cases.flatMap(([url, why]) =>
-      [['next', 'order'], ['tickets', 'next']].map(async (args) => ({ why, res: await runCli(['--url', url, ...args], { cwd: dir }) })),
+      [
+        ['next', 'order'],
+        ['tickets', 'next'],
+      ].map(async (args) => ({ why, res: await runCli(['--url', url, ...args], { cwd: dir }) })),
     );
     for (const { why, res } of await Promise.all(runs)) {
       expectOneLine(res, 'BAD_CONFIG', 2);
@@ -100,7 +118,10 @@ describe('CLI errors: one line, the right code, at once', () => {
       expect(next.stderr).toContain(`\`idlease --url ${db.url} migrate --no-segments --tickets default\``);
       const status = await runCli(['--json', 'tickets', 'status', '--server', db.url], { cwd: dir });
       expect(status.code, status.stderr).toBe(0);
-      expect((JSON.parse(status.stdout) as { servers: Array<{ health: string; error: string }> }).servers[0]).toMatchObject({ health: 'refused', error: expect.stringContaining('missing') });
+      expect((JSON.parse(status.stdout) as { servers: Array<{ health: string; error: string }> }).servers[0]).toMatchObject({
+        health: 'refused',
+        error: expect.stringContaining('missing'),
+      });
     }
     // One migrated server, one new one that was not: reshard names the new one and changes nothing.
     const a = await runCli(['--url', my.url, 'migrate', '--no-segments', '--tickets'], { cwd: dir });
@@ -135,15 +156,23 @@ describe('CLI errors: one line, the right code, at once', () => {
 
   it('options that do not apply are refused: --tickets-engine on PostgreSQL/PGlite, --tickets-* without --tickets', async () => {
     const refused = await Promise.all(
-      [pg.url, `pglite:${path.join(dir, 'pgl')}`].map((url) => runCli(['--url', url, 'migrate', '--no-segments', '--tickets', '--tickets-engine', 'MyISAM'], { cwd: dir })),
+      [pg.url, `pglite:${path.join(dir, 'pgl')}`].map((url) =>
+        runCli(['--url', url, 'migrate', '--no-segments', '--tickets', '--tickets-engine', 'MyISAM'], { cwd: dir }),
+      ),
     );
     for (const res of refused) {
       expectOneLine(res, 'BAD_CONFIG', 2);
       expect(res.stderr).toContain('MySQL/MariaDB only');
     }
-    expectOneLine(await runCli(['--url', `pglite:${path.join(dir, 'pgl')}`, 'migrate', '--tickets-offset', '2'], { cwd: dir }), 'BAD_CONFIG', 2);
+    expectOneLine(
+      await runCli(['--url', `pglite:${path.join(dir, 'pgl')}`, 'migrate', '--tickets-offset', '2'], { cwd: dir }),
+      'BAD_CONFIG',
+      2,
+    );
     // Still accepted where it applies.
-    const ok = await runCli(['--url', my.url, 'migrate', '--no-segments', '--tickets', 'myisam_seq', '--tickets-engine', 'MyISAM'], { cwd: dir });
+    const ok = await runCli(['--url', my.url, 'migrate', '--no-segments', '--tickets', 'myisam_seq', '--tickets-engine', 'MyISAM'], {
+      cwd: dir,
+    });
     expect(ok.code, ok.stderr).toBe(0);
   });
 
@@ -204,4 +233,3 @@ describe('CLI errors: one line, the right code, at once', () => {
     }
   });
 });
-

@@ -9,7 +9,9 @@ import { installLegacyV1 } from '../fixtures/legacy-public-v1.js';
 
 describe('idlease migrate (CLI) on the embedded default (PGlite)', () => {
   let dir: string;
-  beforeAll(() => { dir = mkdtempSync(path.join(tmpdir(), 'idlease-cli-')); });
+  beforeAll(() => {
+    dir = mkdtempSync(path.join(tmpdir(), 'idlease-cli-'));
+  });
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   it('creates ./.idlease/ on first use, then is a no-op; --json is machine-readable', async () => {
@@ -50,8 +52,12 @@ const own = (db: TestDb) => (db.flavor === 'mysql' ? db.knex.schema : db.knex.sc
 
 describe.each(['mysql', 'postgres'] as const)('two idlease migrate processes at once on %s', (flavor) => {
   let db: TestDb;
-  beforeAll(async () => { db = await createTestDb(flavor, 'cli_migrate'); });
-  afterAll(async () => { await db?.drop(); });
+  beforeAll(async () => {
+    db = await createTestDb(flavor, 'cli_migrate');
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
 
   it('both exit 0 and the table is installed once', async () => {
     const results = await Promise.all([1, 2, 3].map(() => runCli(['--url', db.url, 'migrate', '--json'])));
@@ -62,14 +68,30 @@ describe.each(['mysql', 'postgres'] as const)('two idlease migrate processes at 
   });
 
   it('knex CLI with the project knexfile migrates into idlease_migrations and rolls back', async () => {
-    const env = { ...process.env, NODE_OPTIONS: `--import ${TSX_LOADER}`, [flavor === 'mysql' ? 'IDLEASE_MYSQL_URL' : 'IDLEASE_PG_URL']: db.url };
-    const knexCli = (args: string[]) => new Promise<{ code: number | null; out: string }>((resolve) => {
-      const child = spawn(process.execPath, [path.join(REPO_ROOT, 'node_modules/knex/bin/cli.js'), ...args, '--knexfile', path.join(REPO_ROOT, 'knexfile.ts'), '--env', flavor], { cwd: REPO_ROOT, env });
-      let out = '';
-      child.stdout.on('data', (d: Buffer) => (out += d));
-      child.stderr.on('data', (d: Buffer) => (out += d));
-      child.on('close', (code) => resolve({ code, out }));
-    });
+    const env = {
+      ...process.env,
+      NODE_OPTIONS: `--import ${TSX_LOADER}`,
+      [flavor === 'mysql' ? 'IDLEASE_MYSQL_URL' : 'IDLEASE_PG_URL']: db.url,
+    };
+    const knexCli = (args: string[]) =>
+      new Promise<{ code: number | null; out: string }>((resolve) => {
+        const child = spawn(
+          process.execPath,
+          [
+            path.join(REPO_ROOT, 'node_modules/knex/bin/cli.js'),
+            ...args,
+            '--knexfile',
+            path.join(REPO_ROOT, 'knexfile.ts'),
+            '--env',
+            flavor,
+          ],
+          { cwd: REPO_ROOT, env },
+        );
+        let out = '';
+        child.stdout.on('data', (d: Buffer) => (out += d));
+        child.stderr.on('data', (d: Buffer) => (out += d));
+        child.on('close', (code) => resolve({ code, out }));
+      });
     const up = await knexCli(['migrate:latest']);
     expect(up.code, up.out).toBe(0);
     // The bookkeeping is where the knexfile puts it (knex does not create schemas); the tables in idlease's own.
@@ -88,8 +110,12 @@ describe.each(['mysql', 'postgres'] as const)('two idlease migrate processes at 
 
 describe('idlease migrate (CLI) on a database an idlease 0.1 migrated (PostgreSQL)', () => {
   let db: TestDb;
-  beforeAll(async () => { db = await createTestDb('postgres', 'cli_migrate_legacy'); });
-  afterAll(async () => { await db?.drop(); });
+  beforeAll(async () => {
+    db = await createTestDb('postgres', 'cli_migrate_legacy');
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
 
   it('says what it moved, then that nothing is left to do', async () => {
     await installLegacyV1(db.knex);

@@ -16,7 +16,11 @@ const root = mkdtempSync(path.join(tmpdir(), 'idlease-lock-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 function ids(r: CliResult): bigint[] {
-  return r.stdout.trim().split('\n').filter((l) => /^\d+$/.test(l)).map(BigInt);
+  return r.stdout
+    .trim()
+    .split('\n')
+    .filter((l) => /^\d+$/.test(l))
+    .map(BigInt);
 }
 
 function expectOneLine(r: CliResult, code: string, exit: number): string {
@@ -34,7 +38,10 @@ describe('a PGlite directory is opened by one process at a time', () => {
     await first.raw('select 1');
     const second = connect(url, { lockTimeoutMs: 300 });
     const started = Date.now();
-    const err = await second.raw('select 1').then(() => undefined, (e: unknown) => e);
+    const err = await second.raw('select 1').then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(isIdleaseError(err, 'DB_LOCKED'), String(err)).toBe(true);
     expect((err as Error).message).toContain(`process ${process.pid}`);
     expect(Date.now() - started).toBeLessThan(5_000);

@@ -10,7 +10,7 @@
  * Wrong password: PostgreSQL here trusts every local connection (pg_hba: trust), so a password
  * is never checked; that fault runs on MariaDB only.
  */
-import { createServer, type Server } from 'node:net';
+import { createServer, type Server, type Socket } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { Knex } from 'knex';
@@ -93,7 +93,11 @@ describe('error matrix: every command × every fault', () => {
 
   beforeAll(async () => {
     closed = await closedPort();
-    [myEmpty, pgEmpty, migrated] = await Promise.all([createTestDb('mysql', 'matrix_empty'), createTestDb('postgres', 'matrix_empty'), createTestDb('mysql', 'matrix_ok')]);
+    [myEmpty, pgEmpty, migrated] = await Promise.all([
+      createTestDb('mysql', 'matrix_empty'),
+      createTestDb('postgres', 'matrix_empty'),
+      createTestDb('mysql', 'matrix_ok'),
+    ]);
     await migrate(migrated.knex, { workers: true });
     await myEmpty.knex.raw(`CREATE USER '${user}'@'%' IDENTIFIED BY 'right-password'`);
     await myEmpty.knex.raw(`GRANT ALL ON \`${new URL(myEmpty.url).pathname.slice(1)}\`.* TO '${user}'@'%'`);
@@ -104,10 +108,27 @@ describe('error matrix: every command × every fault', () => {
     const pg = inject('pgUrl');
     urls['closed port'] = { mysql: `mysql://root@127.0.0.1:${closed}/x`, postgres: `postgres://postgres@127.0.0.1:${closed}/x` };
     urls['unknown host'] = { mysql: 'mysql://root@nonexistent.invalid/x', postgres: 'postgres://postgres@nonexistent.invalid/x' };
-    urls['wrong password'] = { mysql: withUrl(myEmpty.url, (u) => { u.username = user; u.password = 'wrong-password'; }) };
-    urls['unknown database'] = { mysql: withUrl(my, (u) => { u.pathname = '/idl_no_such_db'; }), postgres: withUrl(pg, (u) => { u.pathname = '/idl_no_such_db'; }) };
+    urls['wrong password'] = {
+      mysql: withUrl(myEmpty.url, (u) => {
+        u.username = user;
+        u.password = 'wrong-password';
+      }),
+    };
+    urls['unknown database'] = {
+      mysql: withUrl(my, (u) => {
+        u.pathname = '/idl_no_such_db';
+      }),
+      postgres: withUrl(pg, (u) => {
+        u.pathname = '/idl_no_such_db';
+      }),
+    };
     // A password in the URL (PostgreSQL ignores it here: trust) shows that hints redact it.
-    urls.unmigrated = { mysql: myEmpty.url, postgres: withUrl(pgEmpty.url, (u) => { u.password = 'pg-secret'; }) };
+    urls.unmigrated = {
+      mysql: myEmpty.url,
+      postgres: withUrl(pgEmpty.url, (u) => {
+        u.password = 'pg-secret';
+      }),
+    };
   });
   afterAll(async () => {
     await myEmpty?.knex.raw(`DROP USER IF EXISTS '${user}'@'%'`).catch(() => undefined);
@@ -120,10 +141,12 @@ describe('error matrix: every command × every fault', () => {
     const runs = Object.entries(urls[fault]).flatMap(([flavor, url]) =>
       // migrate on the unmigrated database is the fix, not a fault: it would migrate the database
       // the other cases run against (it is covered by test/integration/cli-migrate.test.ts).
-      Object.entries(COMMANDS).filter(([name]) => !(fault === 'unmigrated' && name === 'migrate')).map(async ([name, args]) => {
-        const res = await runMainIsolated(['--url', url!, ...args]);
-        return { name, flavor: flavor as Flavor, url: url!, res };
-      }),
+      Object.entries(COMMANDS)
+        .filter(([name]) => !(fault === 'unmigrated' && name === 'migrate'))
+        .map(async ([name, args]) => {
+          const res = await runMainIsolated(['--url', url!, ...args]);
+          return { name, flavor: flavor as Flavor, url: url!, res };
+        }),
     );
     const p = new Problems();
     for (const { name, flavor, url, res } of await Promise.all(runs)) {
@@ -135,7 +158,11 @@ describe('error matrix: every command × every fault', () => {
       }
       p.oneLine(res, want[0], want[1], what);
       p.check(!/wrong-password|pg-secret/.test(res.err), what, 'the password is in the message');
-      p.check(!/waitTimeoutMs|timeoutMs|recovers by itself|migrate\(knex/.test(res.err), what, `library words in a CLI message: ${res.err}`);
+      p.check(
+        !/waitTimeoutMs|timeoutMs|recovers by itself|migrate\(knex/.test(res.err),
+        what,
+        `library words in a CLI message: ${res.err}`,
+      );
       // The commands that wait (--wait) say so; reshard and status do not wait for a server.
       if (fault === 'closed port' && !name.startsWith('tickets ')) p.check(res.err.includes('--wait'), what, `no --wait hint: ${res.err}`);
       if (want[0] === 'NOT_MIGRATED' && name !== 'tickets reshard') {
@@ -152,7 +179,14 @@ describe('error matrix: every command × every fault', () => {
   });
 
   it.concurrent('CLI: tickets status with every server down exits 1 (DB_UNAVAILABLE), one line', async () => {
-    const res = await runMainIsolated(['tickets', 'status', '--server', urls['closed port'].mysql!, '--server', urls['closed port'].postgres!]);
+    const res = await runMainIsolated([
+      'tickets',
+      'status',
+      '--server',
+      urls['closed port'].mysql!,
+      '--server',
+      urls['closed port'].postgres!,
+    ]);
     const p = new Problems();
     p.oneLine(res, 'DB_UNAVAILABLE', 1, 'tickets status');
     expect(p.list).toEqual([]);
@@ -167,15 +201,18 @@ describe('error matrix: every command × every fault', () => {
     expect(res.err).toContain('--port');
   });
 
-  it.concurrent.each([...Object.values(COMMANDS).map((args) => [...args, '--bogus']), ['decode', '--bogus', '1'], ['decode', 'not-an-id'], ['--wait', 'soon', 'next', 'order'], ['next', 'order', '-n', '0']])(
-    'CLI bad flags are BAD_ARGUMENT, exit 2: %j',
-    async (...args) => {
-      const res = await runMainIsolated(['--url', urls['closed port'].mysql!, ...args]);
-      const p = new Problems();
-      p.oneLine(res, 'BAD_ARGUMENT', 2, args.join(' '));
-      expect(p.list).toEqual([]);
-    },
-  );
+  it.concurrent.each([
+    ...Object.values(COMMANDS).map((args) => [...args, '--bogus']),
+    ['decode', '--bogus', '1'],
+    ['decode', 'not-an-id'],
+    ['--wait', 'soon', 'next', 'order'],
+    ['next', 'order', '-n', '0'],
+  ])('CLI bad flags are BAD_ARGUMENT, exit 2: %j', async (...args) => {
+    const res = await runMainIsolated(['--url', urls['closed port'].mysql!, ...args]);
+    const p = new Problems();
+    p.oneLine(res, 'BAD_ARGUMENT', 2, args.join(' '));
+    expect(p.list).toEqual([]);
+  });
 
   it.concurrent('CLI: --schema and --table of the command are in the migrate hint', async () => {
     const res = await runMainIsolated(['--url', pgEmpty.url, 'next', 'order', '--schema', 'ids', '--table', 'seg']);
@@ -184,30 +221,41 @@ describe('error matrix: every command × every fault', () => {
     expect(res.err).toContain(`\`idlease --url ${pgEmpty.url} migrate --schema ids --segments-table seg\``);
   });
 
-  it.concurrent('CLI: a server that accepts and never answers ends in DB_UNAVAILABLE after the documented 5 s (next, snowflake next)', async () => {
-    // The connection probe treats a silent server as slow (3 s), not refused; then the command's
-    // own wait runs: 5 s by default, as the README says (snowflake next used to wait 10 s).
-    const sockets = new Set<import('node:net').Socket>();
-    const silent = createServer((sock) => { sockets.add(sock); sock.on('error', () => {}); });
-    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
-    const url = `mysql://root@127.0.0.1:${(silent.address() as { port: number }).port}/x`;
-    try {
-      const runs = await Promise.all([['next', 'order'], ['snowflake', 'next']].map((args) => runMainIsolated(['--url', url, ...args])));
-      const p = new Problems();
-      for (const [i, res] of runs.entries()) {
-        const what = i === 0 ? 'next' : 'snowflake next';
-        p.oneLine(res, 'DB_UNAVAILABLE', 1, what);
-        p.check(res.err.includes('within 5 s'), what, `want "within 5 s": ${res.err}`);
-        p.check(res.err.includes('--wait'), what, `want the --wait hint: ${res.err}`);
-        // 3 s probe + 5 s wait (+ closing); a 10 s wait could not finish inside 12 s.
-        p.check(res.ms < 12_000, what, `took ${res.ms} ms`);
+  it.concurrent(
+    'CLI: a server that accepts and never answers ends in DB_UNAVAILABLE after the documented 5 s (next, snowflake next)',
+    async () => {
+      // The connection probe treats a silent server as slow (3 s), not refused; then the command's
+      // own wait runs: 5 s by default, as the README says (snowflake next used to wait 10 s).
+      const sockets = new Set<Socket>();
+      const silent = createServer((sock) => {
+        sockets.add(sock);
+        sock.on('error', () => {});
+      });
+      await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+      const url = `mysql://root@127.0.0.1:${(silent.address() as { port: number }).port}/x`;
+      try {
+        const runs = await Promise.all(
+          [
+            ['next', 'order'],
+            ['snowflake', 'next'],
+          ].map((args) => runMainIsolated(['--url', url, ...args])),
+        );
+        const p = new Problems();
+        for (const [i, res] of runs.entries()) {
+          const what = i === 0 ? 'next' : 'snowflake next';
+          p.oneLine(res, 'DB_UNAVAILABLE', 1, what);
+          p.check(res.err.includes('within 5 s'), what, `want "within 5 s": ${res.err}`);
+          p.check(res.err.includes('--wait'), what, `want the --wait hint: ${res.err}`);
+          // 3 s probe + 5 s wait (+ closing); a 10 s wait could not finish inside 12 s.
+          p.check(res.ms < 12_000, what, `took ${res.ms} ms`);
+        }
+        expect(p.list).toEqual([]);
+      } finally {
+        for (const sock of sockets) sock.destroy();
+        silent.close();
       }
-      expect(p.list).toEqual([]);
-    } finally {
-      for (const sock of sockets) sock.destroy();
-      silent.close();
-    }
-  });
+    },
+  );
 
   it.concurrent('CLI: an unknown tag names the tag add command for the same database, in CLI words', async () => {
     const res = await runMainIsolated(['--url', migrated.url, 'next', 'nosuch']);
@@ -219,40 +267,66 @@ describe('error matrix: every command × every fault', () => {
 
   /** Library entry points: the first call of each, against each fault; always an IdleaseError. */
   const ENTRIES: Record<string, { oneShot: boolean; call: (knex: Knex) => Promise<unknown> }> = {
-    'createSegmentAllocator().next()': { oneShot: false, call: async (knex) => {
-      const a = createSegmentAllocator({ knex, tag: 'order', waitTimeoutMs: 1500 });
-      try { return await a.next(); } finally { await a.close(); }
-    } },
-    'createTicketAllocator().next()': { oneShot: false, call: async (knex) => {
-      const a = createTicketAllocator({ servers: [{ knex, offset: 1 }], increment: 1, timeoutMs: 1500 });
-      try { return await a.next(); } finally { await a.close(); }
-    } },
-    'createSnowflakeAllocator().next()': { oneShot: false, call: async (knex) => {
-      const a = createSnowflakeAllocator({ knex, group: 'matrix', waitTimeoutMs: 1500 });
-      try { return await a.next(); } finally { await a.close(); }
-    } },
+    'createSegmentAllocator().next()': {
+      oneShot: false,
+      call: async (knex) => {
+        const a = createSegmentAllocator({ knex, tag: 'order', waitTimeoutMs: 1500 });
+        try {
+          return await a.next();
+        } finally {
+          await a.close();
+        }
+      },
+    },
+    'createTicketAllocator().next()': {
+      oneShot: false,
+      call: async (knex) => {
+        const a = createTicketAllocator({ servers: [{ knex, offset: 1 }], increment: 1, timeoutMs: 1500 });
+        try {
+          return await a.next();
+        } finally {
+          await a.close();
+        }
+      },
+    },
+    'createSnowflakeAllocator().next()': {
+      oneShot: false,
+      call: async (knex) => {
+        const a = createSnowflakeAllocator({ knex, group: 'matrix', waitTimeoutMs: 1500 });
+        try {
+          return await a.next();
+        } finally {
+          await a.close();
+        }
+      },
+    },
     'migrate()': { oneShot: true, call: (knex) => migrate(knex) },
     'addTag()': { oneShot: true, call: (knex) => addTag(knex, { tag: 'order' }) },
     'listTags()': { oneShot: true, call: (knex) => listTags(knex) },
     'setStep()': { oneShot: true, call: (knex) => setStep(knex, 'order', 5) },
     'bumpTag()': { oneShot: true, call: (knex) => bumpTag(knex, { tag: 'order', by: 10 }) },
-    'worker store list()': { oneShot: true, call: (knex) => createKnexWorkerIdStore(knex, { schema: undefined, table: 'idlease_workers' }).list() },
+    'worker store list()': {
+      oneShot: true,
+      call: (knex) => createKnexWorkerIdStore(knex, { schema: undefined, table: 'idlease_workers' }).list(),
+    },
     'bumpNextId()': { oneShot: true, call: (knex) => bumpNextId(knex, { aheadMs: 1000 }) },
   };
 
   it.concurrent.each(faults)('library entry points: %s', async (fault) => {
     const runs = Object.entries(urls[fault]).flatMap(([flavor, url]) =>
-      Object.entries(ENTRIES).filter(([name]) => !(fault === 'unmigrated' && name === 'migrate()')).map(async ([name, entry]) => {
-        const knex = connect(url!, { log: () => {} });
-        try {
-          await entry.call(knex);
-          return { name, flavor: flavor as Flavor, entry, err: undefined as unknown };
-        } catch (err) {
-          return { name, flavor: flavor as Flavor, entry, err };
-        } finally {
-          await knex.destroy();
-        }
-      }),
+      Object.entries(ENTRIES)
+        .filter(([name]) => !(fault === 'unmigrated' && name === 'migrate()'))
+        .map(async ([name, entry]) => {
+          const knex = connect(url!, { log: () => {} });
+          try {
+            await entry.call(knex);
+            return { name, flavor: flavor as Flavor, entry, err: undefined as unknown };
+          } catch (err) {
+            return { name, flavor: flavor as Flavor, entry, err };
+          } finally {
+            await knex.destroy();
+          }
+        }),
     );
     const p = new Problems();
     for (const { name, flavor, entry, err } of await Promise.all(runs)) {

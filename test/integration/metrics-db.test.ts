@@ -39,8 +39,14 @@ describe.each(['mysql', 'postgres'] as const)('ticket metrics on %s', (flavor) =
   it('per server: IDs served, up/down, failures and when; timeouts when every server is down', async () => {
     const registry = new Registry();
     const tickets = createTicketAllocator({
-      servers: [{ knex: dbs[0]!.knex, offset: 1, name: 'a' }, { knex: dbs[1]!.knex, offset: 2, name: 'b' }, { knex: dead, offset: 3, name: 'gone' }],
-      increment: 3, timeoutMs: 2_000, backoffInitialMs: 60_000,
+      servers: [
+        { knex: dbs[0]!.knex, offset: 1, name: 'a' },
+        { knex: dbs[1]!.knex, offset: 2, name: 'b' },
+        { knex: dead, offset: 3, name: 'gone' },
+      ],
+      increment: 3,
+      timeoutMs: 2_000,
+      backoffInitialMs: 60_000,
     });
     const allDown = createTicketAllocator({ servers: [{ knex: dead, offset: 3, name: 'gone' }], increment: 3, timeoutMs: 300 });
     collectMetrics(registry, tickets, allDown);
@@ -68,7 +74,9 @@ describe.each(['mysql', 'postgres'] as const)('ticket metrics on %s', (flavor) =
       expect(sample(text, 'idlease_ticket_server_up', 'server="b"')).toBe(1);
       // Both allocators name their dead server "gone": down in each, failures added up.
       expect(sample(text, 'idlease_ticket_server_up', 'server="gone"')).toBe(0);
-      expect(sample(text, 'idlease_ticket_server_failures_total', 'server="gone"')).toBe(byServer.get('gone')!.failures + allDown.stats().servers[0]!.failures);
+      expect(sample(text, 'idlease_ticket_server_failures_total', 'server="gone"')).toBe(
+        byServer.get('gone')!.failures + allDown.stats().servers[0]!.failures,
+      );
       expect(sample(text, 'idlease_ticket_server_failures_total', 'server="gone"')).toBeGreaterThan(0);
       expect(sample(text, 'idlease_ticket_last_error_timestamp_seconds', 'server="a"')).toBe(0);
       expect(sample(text, 'idlease_ticket_last_error_timestamp_seconds', 'server="gone"') * 1000).toBeGreaterThan(Date.now() - 60_000);

@@ -16,8 +16,12 @@ import { runCli } from '../helpers/cli.js';
 
 describe.each(['mysql', 'postgres'] as const)('down migrations keep what guards uniqueness (%s)', (flavor) => {
   let db: TestDb;
-  beforeAll(async () => { db = await createTestDb(flavor, 'down_state'); });
-  afterAll(async () => { await db?.drop(); });
+  beforeAll(async () => {
+    db = await createTestDb(flavor, 'down_state');
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
 
   const all = { workers: true, tickets: true } as const;
   const has = (t: string) => ownSchemaBuilder(db).hasTable(t);
@@ -90,12 +94,34 @@ describe.each(['mysql', 'postgres'] as const)('down migrations keep what guards 
     await alloc.close();
     const refused = await runCli(['--url', db.url, 'migrate', '--down']);
     expect(refused.code, refused.stderr).toBe(2);
-    expect(refused.stderr).toMatch(/^idlease: MIGRATION_FAILED: Refusing to drop the segment table [^\n]*cli max_id \d+[^\n]*--drop-state[^\n]*\n$/);
+    expect(refused.stderr).toMatch(
+      /^idlease: MIGRATION_FAILED: Refusing to drop the segment table [^\n]*cli max_id \d+[^\n]*--drop-state[^\n]*\n$/,
+    );
     expect(refused.stderr).not.toContain('dropState');
     expect(await has('idlease_segments')).toBe(true);
-    const pair = await runCli(['--url', db.url, 'migrate', '--no-segments', '--tickets', '--tickets-increment', '2', '--tickets-offset', '2']);
+    const pair = await runCli([
+      '--url',
+      db.url,
+      'migrate',
+      '--no-segments',
+      '--tickets',
+      '--tickets-increment',
+      '2',
+      '--tickets-offset',
+      '2',
+    ]);
     expect(pair.code, pair.stderr).toBe(0);
-    const changed = await runCli(['--url', db.url, 'migrate', '--no-segments', '--tickets', '--tickets-increment', '3', '--tickets-offset', '2']);
+    const changed = await runCli([
+      '--url',
+      db.url,
+      'migrate',
+      '--no-segments',
+      '--tickets',
+      '--tickets-increment',
+      '3',
+      '--tickets-offset',
+      '2',
+    ]);
     expect(changed.code, changed.stderr).toBe(2);
     expect(changed.stderr).toMatch(/^idlease: BAD_CONFIG: [^\n]*idlease tickets reshard[^\n]*\n$/);
     const dropped = await runCli(['--url', db.url, 'migrate', '--down', '--drop-state']);

@@ -9,7 +9,15 @@ import { IdleaseError } from '../../src/errors.js';
 function everything(flavor: TestFlavor): MigrateOptions {
   return flavor === 'mysql'
     ? { segments: true, tickets: { sequences: ['default', 'orders'], engine: 'MyISAM', increment: 2, offset: 2 } }
-    : { segments: true, schema: 'ids', tickets: { sequences: ['default', 'orders'] }, nextId: [{ schema: 'ids_a', shard: 1 }, { schema: 'ids_b', shard: 2 }] };
+    : {
+        segments: true,
+        schema: 'ids',
+        tickets: { sequences: ['default', 'orders'] },
+        nextId: [
+          { schema: 'ids_a', shard: 1 },
+          { schema: 'ids_b', shard: 2 },
+        ],
+      };
 }
 
 async function hasTable(knex: Knex, name: string, schema?: string): Promise<boolean> {
@@ -82,7 +90,12 @@ describe.each(ALL_FLAVORS)('migrate() on %s', (flavor) => {
     const reinstalled = await schemaSnapshot(db.knex, flavor);
     // The comparison must see the objects themselves, or equality would prove nothing.
     const seen = JSON.stringify(reinstalled);
-    for (const name of ['idlease_segments', 'idlease_tickets_orders', 'idlease_ticket_schemes', ...(flavor === 'mysql' ? ['MyISAM'] : ['next_id', 'ids_b'])]) {
+    for (const name of [
+      'idlease_segments',
+      'idlease_tickets_orders',
+      'idlease_ticket_schemes',
+      ...(flavor === 'mysql' ? ['MyISAM'] : ['next_id', 'ids_b']),
+    ]) {
       expect(seen).toContain(name);
     }
     expect(reinstalled).toEqual(await schemaSnapshot(fresh.knex, flavor));
@@ -96,8 +109,10 @@ describe.each(ALL_FLAVORS)('migrate() on %s', (flavor) => {
   });
 
   it('wraps a database error in MIGRATION_FAILED with the cause', async () => {
-    const err = await migrate(db.knex, { segments: { table: 'pg_class_not_ours' }, migrationsTable: 'x'.repeat(63) })
-      .then(() => undefined, (e: unknown) => e);
+    const err = await migrate(db.knex, { segments: { table: 'pg_class_not_ours' }, migrationsTable: 'x'.repeat(63) }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     // A 63-character migrations table name plus knex's "_lock" suffix is too long for both servers.
     expect(err).toBeInstanceOf(IdleaseError);
     expect((err as IdleaseError).code).toBe('MIGRATION_FAILED');

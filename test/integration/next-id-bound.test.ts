@@ -29,7 +29,11 @@ beforeAll(async () => {
   load = nextIdLoad(pg.url, admin);
 }, 60_000);
 afterAll(async () => {
-  await admin?.raw(`SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity WHERE pid <> pg_catalog.pg_backend_pid() AND backend_type = 'client backend'`).catch(() => undefined);
+  await admin
+    ?.raw(
+      `SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity WHERE pid <> pg_catalog.pg_backend_pid() AND backend_type = 'client backend'`,
+    )
+    .catch(() => undefined);
   for (const gid of ['idl_bound_b', 'idl_bound_e']) await admin?.raw(`ROLLBACK PREPARED '${gid}'`).catch(() => undefined);
   await admin?.destroy();
   await bouncer?.stop();
@@ -86,55 +90,67 @@ describe('next_id(): the time field stays within milliseconds of the clock (issu
     expectBound(await load.lagOf('bb', since), 5, '(b) prepared transaction');
   });
 
-  it('(d) 4 and 16 sessions inserting single rows flat out, directly and through pgbouncer (transaction mode)', { timeout: 90_000 }, async () => {
-    const since = await load.install('bd');
-    await load.inserters(pg.url, 'bd', 4, sleep(4_000), 0);
-    expectBound(await load.lagOf('bd', since, 's < 100'), 5, '(d) 4 sessions');
-    await load.inserters(pg.url, 'bd', 16, sleep(4_000), 100);
-    expectBound(await load.lagOf('bd', since, 's >= 100 AND s < 200'), 10, '(d) 16 sessions');
-    // Through pgbouncer a client's statements run on several server sessions: its IDs are unique
-    // but need not increase, so only the bound and uniqueness are asserted there.
-    await load.inserters(bouncer.via(pg.url), 'bd', 16, sleep(4_000), -1000);
-    const viaBouncer = await load.lagOf('bd', since, 's < 0');
-    expectBound({ ...viaBouncer, notIncreasing: 0 }, 10, '(d) 16 clients via pgbouncer');
-    const all = await load.lagOf('bd', since);
-    expect(all.distinct).toBe(all.rows);
-  });
+  it(
+    '(d) 4 and 16 sessions inserting single rows flat out, directly and through pgbouncer (transaction mode)',
+    { timeout: 90_000 },
+    async () => {
+      const since = await load.install('bd');
+      await load.inserters(pg.url, 'bd', 4, sleep(4_000), 0);
+      expectBound(await load.lagOf('bd', since, 's < 100'), 5, '(d) 4 sessions');
+      await load.inserters(pg.url, 'bd', 16, sleep(4_000), 100);
+      expectBound(await load.lagOf('bd', since, 's >= 100 AND s < 200'), 10, '(d) 16 sessions');
+      // Through pgbouncer a client's statements run on several server sessions: its IDs are unique
+      // but need not increase, so only the bound and uniqueness are asserted there.
+      await load.inserters(bouncer.via(pg.url), 'bd', 16, sleep(4_000), -1000);
+      const viaBouncer = await load.lagOf('bd', since, 's < 0');
+      expectBound({ ...viaBouncer, notIncreasing: 0 }, 10, '(d) 16 clients via pgbouncer');
+      const all = await load.lagOf('bd', since);
+      expect(all.distinct).toBe(all.rows);
+    },
+  );
 
-  it('bursts faster than 2^sequenceBits per ms run ahead by at most the burst (2-bit sequence: 4 IDs per ms)', { timeout: 60_000 }, async () => {
-    const since = await load.install('bburst', { sequenceBits: 2 });
-    const n = 4_000;
-    await admin.raw(`INSERT INTO bburst.t (s, x) SELECT 0, g FROM generate_series(1, ${n}) g`);
-    const l = await load.lagOf('bburst', since);
-    expect(l.distinct).toBe(n);
-    expect(l.notIncreasing).toBe(0);
-    // The time field runs ahead by at most the burst's count over 4 per ms (n / 4 ms), plus the
-    // slack; here the clock keeps up with part of it, so the lead is less.
-    const ahead = await admin.raw(`SELECT max(extract(epoch FROM bburst.id_timestamp(id) - at) * 1000) AS a FROM bburst.t`);
-    const lead = Number(ahead.rows[0].a);
-    console.log(`burst of ${n} at 4 per ms: time field ahead by at most ${lead.toFixed(1)} ms (bound ${n / 4} ms)`);
-    expect(lead).toBeLessThanOrEqual(n / 4 + 5);
-    // Once the burst is over, the clock catches the sequence up and single draws are fresh again.
-    await sleep(Math.max(0, lead) + 20);
-    const afterAt = Date.now();
-    await admin.raw(`INSERT INTO bburst.t (s, x) VALUES (1, 0)`);
-    const last = await load.lagOf('bburst', afterAt - 1000, 's = 1');
-    expect(last.max).toBeLessThanOrEqual(50);
-  });
+  it(
+    'bursts faster than 2^sequenceBits per ms run ahead by at most the burst (2-bit sequence: 4 IDs per ms)',
+    { timeout: 60_000 },
+    async () => {
+      const since = await load.install('bburst', { sequenceBits: 2 });
+      const n = 4_000;
+      await admin.raw(`INSERT INTO bburst.t (s, x) SELECT 0, g FROM generate_series(1, ${n}) g`);
+      const l = await load.lagOf('bburst', since);
+      expect(l.distinct).toBe(n);
+      expect(l.notIncreasing).toBe(0);
+      // The time field runs ahead by at most the burst's count over 4 per ms (n / 4 ms), plus the
+      // slack; here the clock keeps up with part of it, so the lead is less.
+      const ahead = await admin.raw(`SELECT max(extract(epoch FROM bburst.id_timestamp(id) - at) * 1000) AS a FROM bburst.t`);
+      const lead = Number(ahead.rows[0].a);
+      console.log(`burst of ${n} at 4 per ms: time field ahead by at most ${lead.toFixed(1)} ms (bound ${n / 4} ms)`);
+      expect(lead).toBeLessThanOrEqual(n / 4 + 5);
+      // Once the burst is over, the clock catches the sequence up and single draws are fresh again.
+      await sleep(Math.max(0, lead) + 20);
+      const afterAt = Date.now();
+      await admin.raw(`INSERT INTO bburst.t (s, x) VALUES (1, 0)`);
+      const last = await load.lagOf('bburst', afterAt - 1000, 's = 1');
+      expect(last.max).toBeLessThanOrEqual(50);
+    },
+  );
 
-  it('(e) all at once: an idle transaction (60 s, this is (a) at full length), a prepared one, a 3M-row INSERT … SELECT and 16 single-row sessions', { timeout: 150_000 }, async () => {
-    const since = await load.install('be');
-    const end = await load.prepared('be', 'idl_bound_e');
-    try {
-      const idle = load.idleInTransaction('be', 60_000);
-      await sleep(100);
-      // then() once: a knex query runs again each time it is awaited.
-      const bulk = admin.raw(`INSERT INTO be.t (s, x) SELECT -1, g FROM generate_series(1, 3000000) g`).then(() => undefined);
-      await Promise.all([idle, bulk, load.inserters(pg.url, 'be', 16, Promise.all([idle, bulk]))]);
-    } finally {
-      await end();
-    }
-    expectBound(await load.lagOf('be', since, 's < 0'), 10, '(e) the 3M-row INSERT … SELECT');
-    expectBound(await load.lagOf('be', since, 's >= 0'), 10, '(e) 16 single-row sessions');
-  });
+  it(
+    '(e) all at once: an idle transaction (60 s, this is (a) at full length), a prepared one, a 3M-row INSERT … SELECT and 16 single-row sessions',
+    { timeout: 150_000 },
+    async () => {
+      const since = await load.install('be');
+      const end = await load.prepared('be', 'idl_bound_e');
+      try {
+        const idle = load.idleInTransaction('be', 60_000);
+        await sleep(100);
+        // then() once: a knex query runs again each time it is awaited.
+        const bulk = admin.raw(`INSERT INTO be.t (s, x) SELECT -1, g FROM generate_series(1, 3000000) g`).then(() => undefined);
+        await Promise.all([idle, bulk, load.inserters(pg.url, 'be', 16, Promise.all([idle, bulk]))]);
+      } finally {
+        await end();
+      }
+      expectBound(await load.lagOf('be', since, 's < 0'), 10, '(e) the 3M-row INSERT … SELECT');
+      expectBound(await load.lagOf('be', since, 's >= 0'), 10, '(e) 16 single-row sessions');
+    },
+  );
 });

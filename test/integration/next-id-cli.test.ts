@@ -17,10 +17,29 @@ const run = runMain;
 
 describe('idlease CLI for next_id() on PostgreSQL', () => {
   it('migrate --next-id --shards installs one schema per shard; decode reads the IDs back', async () => {
-    const up = await run(['--url', db.url, '--json', 'migrate', '--no-segments', '--next-id', '--next-id-schema', 'cli', '--shard', '2', '--shards', '2', '--sequence-bits', '10']);
+    const up = await run([
+      '--url',
+      db.url,
+      '--json',
+      'migrate',
+      '--no-segments',
+      '--next-id',
+      '--next-id-schema',
+      'cli',
+      '--shard',
+      '2',
+      '--shards',
+      '2',
+      '--sequence-bits',
+      '10',
+    ]);
     expect(up.err).toBe('');
     expect(up.code).toBe(0);
-    expect(JSON.parse(up.out)).toEqual({ applied: ['next_id:cli_2', 'next_id:cli_2:v2', 'next_id:cli_3', 'next_id:cli_3:v2'], direction: 'up', moved: [] });
+    expect(JSON.parse(up.out)).toEqual({
+      applied: ['next_id:cli_2', 'next_id:cli_2:v2', 'next_id:cli_3', 'next_id:cli_3:v2'],
+      direction: 'up',
+      moved: [],
+    });
     const res = await db.knex.raw('SELECT cli_3.next_id() AS id');
     const id = toBigInt(res.rows[0].id);
     const expected = decodeId(id, resolveLayout({ sequenceBits: 10 }));
@@ -31,9 +50,27 @@ describe('idlease CLI for next_id() on PostgreSQL', () => {
     expect(human.out).toContain(`shard 3`);
     expect(human.out).toContain(expected.timestamp.toISOString());
     const json = await run(['--json', 'decode', id.toString(), '--sequence-bits', '10']);
-    expect(JSON.parse(json.out)).toEqual({ id: id.toString(), timestamp: expected.timestamp.toISOString(), timeMs: expected.timeMs.toString(), shard: 3, sequence: expected.sequence });
+    expect(JSON.parse(json.out)).toEqual({
+      id: id.toString(),
+      timestamp: expected.timestamp.toISOString(),
+      timeMs: expected.timeMs.toString(),
+      shard: 3,
+      sequence: expected.sequence,
+    });
 
-    const down = await run(['--url', db.url, 'migrate', '--no-segments', '--down', '--next-id-schema', 'cli', '--shard', '2', '--shards', '2']);
+    const down = await run([
+      '--url',
+      db.url,
+      'migrate',
+      '--no-segments',
+      '--down',
+      '--next-id-schema',
+      'cli',
+      '--shard',
+      '2',
+      '--shards',
+      '2',
+    ]);
     expect(down.code).toBe(0);
     expect(down.out).toContain('reverted next_id:cli_3');
   });

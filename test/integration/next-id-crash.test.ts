@@ -54,7 +54,10 @@ function check(runs: bigint[][][]): void {
   for (const run of runs) for (const list of run) for (let j = 1; j < list.length; j++) expect(list[j]! > list[j - 1]!).toBe(true);
   // Later runs only above earlier ones: the sequence never moved backwards.
   for (let r = 1; r < runs.length; r++) {
-    const before = runs.slice(0, r).flat(2).reduce((a, b) => (b > a ? b : a), 0n);
+    const before = runs
+      .slice(0, r)
+      .flat(2)
+      .reduce((a, b) => (b > a ? b : a), 0n);
     for (const id of runs[r]!.flat()) expect(id > before).toBe(true);
   }
   for (const id of all) expect(id > 0n).toBe(true);

@@ -27,27 +27,37 @@ async function audit(name: string): Promise<{ rows: number; distinct: number; no
 describe('next_id() on PGlite', () => {
   const layout = resolveLayout({});
 
-  it('installs two shards and serves as a column DEFAULT: unique, increasing, shard exact, time of the insert', { timeout: 120_000 }, async () => {
-    const result = await migrate(db.knex, { segments: false, nextId: [{ schema: 'pg_a', shard: 7 }, { schema: 'pg_b', shard: 8 }] });
-    expect(result.applied).toEqual(['next_id:pg_a', 'next_id:pg_a:v2', 'next_id:pg_b', 'next_id:pg_b:v2']);
-    await db.knex.raw('CREATE TABLE ta (id bigint NOT NULL DEFAULT pg_a.next_id(), x int NOT NULL)');
-    await db.knex.raw('CREATE TABLE tb (id bigint NOT NULL DEFAULT pg_b.next_id(), x int NOT NULL)');
-    const before = Date.now();
-    await db.knex.raw('INSERT INTO ta (x) SELECT g FROM generate_series(1, 100000) g');
-    await db.knex.raw('INSERT INTO tb (x) SELECT g FROM generate_series(1, 20000) g');
-    const after = Date.now();
-    expect(await audit('ta')).toEqual({ rows: 100_000, distinct: 100_000, notIncreasing: 0 });
-    expect(await audit('tb')).toEqual({ rows: 20_000, distinct: 20_000, notIncreasing: 0 });
-    const overlap = await db.knex.raw('SELECT count(*)::int AS n FROM ta JOIN tb USING (id)');
-    expect(overlap.rows[0].n).toBe(0);
-    const res = await db.knex.raw('SELECT min(id) AS lo, max(id) AS hi, pg_a.id_shard(min(id)) AS shard FROM ta');
-    const lo = decodeId(toBigInt(res.rows[0].lo), layout);
-    const hi = decodeId(toBigInt(res.rows[0].hi), layout);
-    expect(lo.shard).toBe(7);
-    expect(res.rows[0].shard).toBe(7);
-    expect(lo.unixMs).toBeGreaterThanOrEqual(before - 5);
-    expect(hi.unixMs).toBeLessThanOrEqual(after + 5);
-  });
+  it(
+    'installs two shards and serves as a column DEFAULT: unique, increasing, shard exact, time of the insert',
+    { timeout: 120_000 },
+    async () => {
+      const result = await migrate(db.knex, {
+        segments: false,
+        nextId: [
+          { schema: 'pg_a', shard: 7 },
+          { schema: 'pg_b', shard: 8 },
+        ],
+      });
+      expect(result.applied).toEqual(['next_id:pg_a', 'next_id:pg_a:v2', 'next_id:pg_b', 'next_id:pg_b:v2']);
+      await db.knex.raw('CREATE TABLE ta (id bigint NOT NULL DEFAULT pg_a.next_id(), x int NOT NULL)');
+      await db.knex.raw('CREATE TABLE tb (id bigint NOT NULL DEFAULT pg_b.next_id(), x int NOT NULL)');
+      const before = Date.now();
+      await db.knex.raw('INSERT INTO ta (x) SELECT g FROM generate_series(1, 100000) g');
+      await db.knex.raw('INSERT INTO tb (x) SELECT g FROM generate_series(1, 20000) g');
+      const after = Date.now();
+      expect(await audit('ta')).toEqual({ rows: 100_000, distinct: 100_000, notIncreasing: 0 });
+      expect(await audit('tb')).toEqual({ rows: 20_000, distinct: 20_000, notIncreasing: 0 });
+      const overlap = await db.knex.raw('SELECT count(*)::int AS n FROM ta JOIN tb USING (id)');
+      expect(overlap.rows[0].n).toBe(0);
+      const res = await db.knex.raw('SELECT min(id) AS lo, max(id) AS hi, pg_a.id_shard(min(id)) AS shard FROM ta');
+      const lo = decodeId(toBigInt(res.rows[0].lo), layout);
+      const hi = decodeId(toBigInt(res.rows[0].hi), layout);
+      expect(lo.shard).toBe(7);
+      expect(res.rows[0].shard).toBe(7);
+      expect(lo.unixMs).toBeGreaterThanOrEqual(before - 5);
+      expect(hi.unixMs).toBeLessThanOrEqual(after + 5);
+    },
+  );
 
   it('returns IDs past 2^53 exactly and agrees with the SQL companions', async () => {
     const res = await db.knex.raw(
@@ -82,7 +92,11 @@ describe('next_id() on PGlite', () => {
     }
     expect(isIdleaseError(caught, 'MIGRATION_FAILED')).toBe(true);
     expect((caught as Error).message).toContain('tb.id');
-    const result = await migrate(db.knex, { segments: false, nextId: { schema: 'pg_b', shard: 8, dropDependentDefaults: true }, direction: 'down' });
+    const result = await migrate(db.knex, {
+      segments: false,
+      nextId: { schema: 'pg_b', shard: 8, dropDependentDefaults: true },
+      direction: 'down',
+    });
     expect(result.applied).toEqual(['next_id:pg_b:v2', 'next_id:pg_b']);
     await expect(db.knex.raw('SELECT pg_b.next_id()')).rejects.toThrow(/does not exist/);
     expect((await db.knex.raw('SELECT count(*)::int AS n FROM tb')).rows[0].n).toBe(20_000);

@@ -97,41 +97,52 @@ describe('next_id() on PostgreSQL', () => {
     expect(applied.rows).toHaveLength(1);
   });
 
-  it('gives 2,000,000 unique, strictly increasing IDs in one INSERT … SELECT, all carrying shard 5 and the insert time', { timeout: 240_000 }, async () => {
-    await table(db.knex, 'bulk', 'nid');
-    const before = Date.now();
-    await db.knex.raw('INSERT INTO bulk (x) SELECT g FROM generate_series(1, 2000000) g');
-    const after = Date.now();
-    expect(await audit(db.knex, 'bulk')).toEqual({ rows: 2_000_000, distinct: 2_000_000, notIncreasing: 0 });
-    const r = await one(db.knex, `SELECT min(id) AS lo, max(id) AS hi, count(*) FILTER (WHERE nid.id_shard(id) <> 5)::int AS wrong_shard FROM bulk`);
-    expect(r.wrong_shard).toBe(0);
-    const lo = decodeId(toBigInt(r.lo), layout);
-    const hi = decodeId(toBigInt(r.hi), layout);
-    expect(lo.unixMs).toBeGreaterThanOrEqual(before - 5);
-    // 4,096 IDs per ms is far above this machine's insert rate, so the time field never ran ahead.
-    expect(hi.unixMs).toBeLessThanOrEqual(after + 5);
-  });
+  it(
+    'gives 2,000,000 unique, strictly increasing IDs in one INSERT … SELECT, all carrying shard 5 and the insert time',
+    { timeout: 240_000 },
+    async () => {
+      await table(db.knex, 'bulk', 'nid');
+      const before = Date.now();
+      await db.knex.raw('INSERT INTO bulk (x) SELECT g FROM generate_series(1, 2000000) g');
+      const after = Date.now();
+      expect(await audit(db.knex, 'bulk')).toEqual({ rows: 2_000_000, distinct: 2_000_000, notIncreasing: 0 });
+      const r = await one(
+        db.knex,
+        `SELECT min(id) AS lo, max(id) AS hi, count(*) FILTER (WHERE nid.id_shard(id) <> 5)::int AS wrong_shard FROM bulk`,
+      );
+      expect(r.wrong_shard).toBe(0);
+      const lo = decodeId(toBigInt(r.lo), layout);
+      const hi = decodeId(toBigInt(r.hi), layout);
+      expect(lo.unixMs).toBeGreaterThanOrEqual(before - 5);
+      // 4,096 IDs per ms is far above this machine's insert rate, so the time field never ran ahead.
+      expect(hi.unixMs).toBeLessThanOrEqual(after + 5);
+    },
+  );
 
-  it('borrows the next milliseconds when a burst exhausts one (2 sequence bits: 4 IDs per ms), stays unique and increasing, and never steps back afterwards', { timeout: 120_000 }, async () => {
-    const tiny = { schema: 'nid_tiny', shard: 1, sequenceBits: 2 };
-    await install(db.knex, tiny);
-    const tinyLayout = resolveLayout({ sequenceBits: 2 });
-    await table(db.knex, 'burst', 'nid_tiny');
-    const before = Date.now();
-    await db.knex.raw('INSERT INTO burst (x) SELECT g FROM generate_series(1, 200000) g');
-    const after = Date.now();
-    expect(await audit(db.knex, 'burst')).toEqual({ rows: 200_000, distinct: 200_000, notIncreasing: 0 });
-    const r = await one(db.knex, 'SELECT max(id) AS hi FROM burst');
-    const hi = decodeId(toBigInt(r.hi), tinyLayout);
-    // 200,000 IDs at 4 per ms need 50 s of ID time: the time field ran ahead of the clock.
-    expect(hi.unixMs).toBeGreaterThanOrEqual(before + 200_000 / 4 - 1);
-    expect(hi.unixMs).toBeGreaterThan(after + 10_000);
-    // The clock is now behind the sequence (as after a clock step back): the next IDs continue upward.
-    const next = await db.knex.raw('INSERT INTO burst (x) SELECT 200000 + g FROM generate_series(1, 1000) g RETURNING id');
-    const ids = next.rows.map((row: { id: string }) => toBigInt(row.id));
-    expect(ids.every((id: bigint) => id > toBigInt(r.hi))).toBe(true);
-    expect(await audit(db.knex, 'burst')).toEqual({ rows: 201_000, distinct: 201_000, notIncreasing: 0 });
-  });
+  it(
+    'borrows the next milliseconds when a burst exhausts one (2 sequence bits: 4 IDs per ms), stays unique and increasing, and never steps back afterwards',
+    { timeout: 120_000 },
+    async () => {
+      const tiny = { schema: 'nid_tiny', shard: 1, sequenceBits: 2 };
+      await install(db.knex, tiny);
+      const tinyLayout = resolveLayout({ sequenceBits: 2 });
+      await table(db.knex, 'burst', 'nid_tiny');
+      const before = Date.now();
+      await db.knex.raw('INSERT INTO burst (x) SELECT g FROM generate_series(1, 200000) g');
+      const after = Date.now();
+      expect(await audit(db.knex, 'burst')).toEqual({ rows: 200_000, distinct: 200_000, notIncreasing: 0 });
+      const r = await one(db.knex, 'SELECT max(id) AS hi FROM burst');
+      const hi = decodeId(toBigInt(r.hi), tinyLayout);
+      // 200,000 IDs at 4 per ms need 50 s of ID time: the time field ran ahead of the clock.
+      expect(hi.unixMs).toBeGreaterThanOrEqual(before + 200_000 / 4 - 1);
+      expect(hi.unixMs).toBeGreaterThan(after + 10_000);
+      // The clock is now behind the sequence (as after a clock step back): the next IDs continue upward.
+      const next = await db.knex.raw('INSERT INTO burst (x) SELECT 200000 + g FROM generate_series(1, 1000) g RETURNING id');
+      const ids = next.rows.map((row: { id: string }) => toBigInt(row.id));
+      expect(ids.every((id: bigint) => id > toBigInt(r.hi))).toBe(true);
+      expect(await audit(db.knex, 'burst')).toEqual({ rows: 201_000, distinct: 201_000, notIncreasing: 0 });
+    },
+  );
 
   it('ignores a clock that steps back: with the sequence an hour ahead, IDs keep rising from there', async () => {
     await install(db.knex, { schema: 'nid_back', shard: 2 });
@@ -147,35 +158,42 @@ describe('next_id() on PostgreSQL', () => {
     expect(await audit(db.knex, 'back')).toEqual({ rows: 5100, distinct: 5100, notIncreasing: 0 });
   });
 
-  it('stays unique with 4 sessions inserting at once (bulk and single rows, a roomy and a 1-bit-sequence shard)', { timeout: 180_000 }, async () => {
-    await install(db.knex, [{ schema: 'nid_c', shard: 10 }, { schema: 'nid_c1', shard: 11, sequenceBits: 1 }]);
-    await table(db.knex, 'conc', 'nid_c');
-    await table(db.knex, 'conc1', 'nid_c1');
-    await withSessions(4, (sessions) =>
-      Promise.all(
-        sessions.map(async (k, s) => {
-          for (let round = 0; round < 3; round++) {
-            const base = round * 1_000_000;
-            // A bulk insert per table in one transaction, then single-row autocommit inserts
-            // (those are what jump the sequence up to the clock, while others hold the shared lock).
-            await k.transaction(async (trx) => {
-              await trx.raw(`INSERT INTO conc (s, x) SELECT ?, ? + g FROM generate_series(1, 60000) g`, [s, base]);
-              await trx.raw(`INSERT INTO conc1 (s, x) SELECT ?, ? + g FROM generate_series(1, 20000) g`, [s, base]);
-            });
-            for (let i = 1; i <= 150; i++) {
-              await k.raw(`INSERT INTO conc (s, x) VALUES (?, ?)`, [s, base + 500_000 + i]);
-              await k.raw(`INSERT INTO conc1 (s, x) VALUES (?, ?)`, [s, base + 500_000 + i]);
-              if (i % 50 === 0) await sleep(3);
+  it(
+    'stays unique with 4 sessions inserting at once (bulk and single rows, a roomy and a 1-bit-sequence shard)',
+    { timeout: 180_000 },
+    async () => {
+      await install(db.knex, [
+        { schema: 'nid_c', shard: 10 },
+        { schema: 'nid_c1', shard: 11, sequenceBits: 1 },
+      ]);
+      await table(db.knex, 'conc', 'nid_c');
+      await table(db.knex, 'conc1', 'nid_c1');
+      await withSessions(4, (sessions) =>
+        Promise.all(
+          sessions.map(async (k, s) => {
+            for (let round = 0; round < 3; round++) {
+              const base = round * 1_000_000;
+              // A bulk insert per table in one transaction, then single-row autocommit inserts
+              // (those are what jump the sequence up to the clock, while others hold the shared lock).
+              await k.transaction(async (trx) => {
+                await trx.raw(`INSERT INTO conc (s, x) SELECT ?, ? + g FROM generate_series(1, 60000) g`, [s, base]);
+                await trx.raw(`INSERT INTO conc1 (s, x) SELECT ?, ? + g FROM generate_series(1, 20000) g`, [s, base]);
+              });
+              for (let i = 1; i <= 150; i++) {
+                await k.raw(`INSERT INTO conc (s, x) VALUES (?, ?)`, [s, base + 500_000 + i]);
+                await k.raw(`INSERT INTO conc1 (s, x) VALUES (?, ?)`, [s, base + 500_000 + i]);
+                if (i % 50 === 0) await sleep(3);
+              }
             }
-          }
-        }),
-      ),
-    );
-    expect(await audit(db.knex, 'conc')).toEqual({ rows: 4 * 3 * 60_150, distinct: 4 * 3 * 60_150, notIncreasing: 0 });
-    expect(await audit(db.knex, 'conc1')).toEqual({ rows: 4 * 3 * 20_150, distinct: 4 * 3 * 20_150, notIncreasing: 0 });
-    const r = await one(db.knex, `SELECT count(*) FILTER (WHERE nid_c.id_shard(id) <> 10)::int AS bad FROM conc`);
-    expect(r.bad).toBe(0);
-  });
+          }),
+        ),
+      );
+      expect(await audit(db.knex, 'conc')).toEqual({ rows: 4 * 3 * 60_150, distinct: 4 * 3 * 60_150, notIncreasing: 0 });
+      expect(await audit(db.knex, 'conc1')).toEqual({ rows: 4 * 3 * 20_150, distinct: 4 * 3 * 20_150, notIncreasing: 0 });
+      const r = await one(db.knex, `SELECT count(*) FILTER (WHERE nid_c.id_shard(id) <> 10)::int AS bad FROM conc`);
+      expect(r.bad).toBe(0);
+    },
+  );
 
   it('skips its own stale reservations, and another open transaction that called next_id() does not hold back the catch-up', async () => {
     await install(db.knex, { schema: 'nid_stale', shard: 3 });
@@ -208,66 +226,74 @@ describe('next_id() on PostgreSQL', () => {
     }
   });
 
-  it('stays unique when 8 sessions find the counter stale at the same moment, round after round (racing catch-ups)', { timeout: 120_000 }, async () => {
-    await install(db.knex, { schema: 'nid_race', shard: 8 });
-    await table(db.knex, 'race', 'nid_race');
-    const rounds = 150;
-    await withSessions(8, async (sessions) => {
-      for (let round = 0; round < rounds; round++) {
-        // Everyone idle past the slack, then all at once: each insert takes the slow path, and
-        // the jumps race (one jumps while others, having seen the counter stale, are about to).
-        await sleep(NEXT_ID_SLACK_MS + 1);
-        await Promise.all(sessions.map((k, s) => k.raw('INSERT INTO race (s, x) VALUES (?, ?)', [s, round])));
-      }
-    });
-    expect(await audit(db.knex, 'race')).toEqual({ rows: 8 * rounds, distinct: 8 * rounds, notIncreasing: 0 });
-  });
+  it(
+    'stays unique when 8 sessions find the counter stale at the same moment, round after round (racing catch-ups)',
+    { timeout: 120_000 },
+    async () => {
+      await install(db.knex, { schema: 'nid_race', shard: 8 });
+      await table(db.knex, 'race', 'nid_race');
+      const rounds = 150;
+      await withSessions(8, async (sessions) => {
+        for (let round = 0; round < rounds; round++) {
+          // Everyone idle past the slack, then all at once: each insert takes the slow path, and
+          // the jumps race (one jumps while others, having seen the counter stale, are about to).
+          await sleep(NEXT_ID_SLACK_MS + 1);
+          await Promise.all(sessions.map((k, s) => k.raw('INSERT INTO race (s, x) VALUES (?, ?)', [s, round])));
+        }
+      });
+      expect(await audit(db.knex, 'race')).toEqual({ rows: 8 * rounds, distinct: 8 * rounds, notIncreasing: 0 });
+    },
+  );
 
-  it('never leaves its jump lock held: statements cancelled at random while 4 sessions insert leave no idlease lock behind, and IDs stay unique', { timeout: 120_000 }, async () => {
-    await install(db.knex, { schema: 'nid_cancel', shard: 6 });
-    await table(db.knex, 'cancelled', 'nid_cancel');
-    let cancelled = 0;
-    await withSessions(4, async (sessions) => {
-      await Promise.all(
-        sessions.map(async (k, s) => {
-          // A timeout that fires as a statement ends cancels the next one ("due to user request"):
-          // every statement here may be cancelled, so each is retried until it has run or counted.
-          const run = async (sql: string, bindings: readonly Knex.RawBinding[] = []): Promise<void> => {
-            for (let attempt = 1; ; attempt++) {
-              try {
-                await k.raw(sql, bindings);
-                return;
-              } catch (err) {
-                if (!/canceling statement/.test((err as Error).message) || attempt === 5) throw err;
-                cancelled++;
-                if (sql.startsWith('INSERT')) return;
+  it(
+    'never leaves its jump lock held: statements cancelled at random while 4 sessions insert leave no idlease lock behind, and IDs stay unique',
+    { timeout: 120_000 },
+    async () => {
+      await install(db.knex, { schema: 'nid_cancel', shard: 6 });
+      await table(db.knex, 'cancelled', 'nid_cancel');
+      let cancelled = 0;
+      await withSessions(4, async (sessions) => {
+        await Promise.all(
+          sessions.map(async (k, s) => {
+            // A timeout that fires as a statement ends cancels the next one ("due to user request"):
+            // every statement here may be cancelled, so each is retried until it has run or counted.
+            const run = async (sql: string, bindings: readonly Knex.RawBinding[] = []): Promise<void> => {
+              for (let attempt = 1; ; attempt++) {
+                try {
+                  await k.raw(sql, bindings);
+                  return;
+                } catch (err) {
+                  if (!/canceling statement/.test((err as Error).message) || attempt === 5) throw err;
+                  cancelled++;
+                  if (sql.startsWith('INSERT')) return;
+                }
               }
+            };
+            for (let i = 0; i < 60; i++) {
+              // Timeouts of 1-4 ms end statements at arbitrary points, the slow path's block included.
+              await run(`SET statement_timeout = ${1 + ((i * 7 + s) % 4)}`);
+              await run('INSERT INTO cancelled (s, x) SELECT ?, ? + g FROM generate_series(1, 2000) g', [s, i * 10_000]);
+              await run('SET statement_timeout = 0');
+              await run('INSERT INTO cancelled (s, x) VALUES (?, ?)', [s, i * 10_000 + 5_000]);
+              if (i % 10 === 0) await sleep(5);
             }
-          };
-          for (let i = 0; i < 60; i++) {
-            // Timeouts of 1-4 ms end statements at arbitrary points, the slow path's block included.
-            await run(`SET statement_timeout = ${1 + ((i * 7 + s) % 4)}`);
-            await run('INSERT INTO cancelled (s, x) SELECT ?, ? + g FROM generate_series(1, 2000) g', [s, i * 10_000]);
-            await run('SET statement_timeout = 0');
-            await run('INSERT INTO cancelled (s, x) VALUES (?, ?)', [s, i * 10_000 + 5_000]);
-            if (i % 10 === 0) await sleep(5);
-          }
-        }),
-      );
-      expect(cancelled).toBeGreaterThan(0);
-      expect(await heldNextIdLocks()).toBe(0);
-      const r = await one(db.knex, 'SELECT count(*)::int AS rows, count(DISTINCT id)::int AS ids FROM cancelled');
-      expect(r.ids).toBe(r.rows);
-      // The catch-up still works: a new session's draw carries the current time.
-      const fresh = connect(db.url, { poolMax: 1 });
-      sessions.push(fresh);
-      const before = Date.now();
-      const id = toBigInt((await one(fresh, 'SELECT nid_cancel.next_id() AS id')).id);
-      expect(decodeId(id, layout).unixMs).toBeGreaterThanOrEqual(before - NEXT_ID_SLACK_MS - 2);
-    });
-  });
+          }),
+        );
+        expect(cancelled).toBeGreaterThan(0);
+        expect(await heldNextIdLocks()).toBe(0);
+        const r = await one(db.knex, 'SELECT count(*)::int AS rows, count(DISTINCT id)::int AS ids FROM cancelled');
+        expect(r.ids).toBe(r.rows);
+        // The catch-up still works: a new session's draw carries the current time.
+        const fresh = connect(db.url, { poolMax: 1 });
+        sessions.push(fresh);
+        const before = Date.now();
+        const id = toBigInt((await one(fresh, 'SELECT nid_cancel.next_id() AS id')).id);
+        expect(decodeId(id, layout).unixMs).toBeGreaterThanOrEqual(before - NEXT_ID_SLACK_MS - 2);
+      });
+    },
+  );
 
-  it('runs with the caller\'s privileges: USAGE and UPDATE on the sequence are enough, and without UPDATE the catch-up says so', async () => {
+  it("runs with the caller's privileges: USAGE and UPDATE on the sequence are enough, and without UPDATE the catch-up says so", async () => {
     await install(db.knex, { schema: 'nid_priv', shard: 4 });
     const role = `idl_app_${Math.random().toString(36).slice(2, 8)}`;
     await db.knex.raw(`CREATE ROLE ${role} LOGIN`);
@@ -318,11 +344,22 @@ describe('next_id() on PostgreSQL', () => {
 
   it('installs N shards in one call, one schema each, with distinct shard ids and disjoint IDs', async () => {
     const result = await migrate(db.knex, { segments: false, nextId: { schema: 'insta', shard: 3, shards: 4 } });
-    expect(result.applied).toEqual(['next_id:insta_3', 'next_id:insta_3:v2', 'next_id:insta_4', 'next_id:insta_4:v2', 'next_id:insta_5', 'next_id:insta_5:v2', 'next_id:insta_6', 'next_id:insta_6:v2']);
+    expect(result.applied).toEqual([
+      'next_id:insta_3',
+      'next_id:insta_3:v2',
+      'next_id:insta_4',
+      'next_id:insta_4:v2',
+      'next_id:insta_5',
+      'next_id:insta_5:v2',
+      'next_id:insta_6',
+      'next_id:insta_6:v2',
+    ]);
     const seen = new Set<bigint>();
     for (let shard = 3; shard <= 6; shard++) {
       await table(db.knex, `sh_${shard}`, `insta_${shard}`);
-      const res = await db.knex.raw(`INSERT INTO sh_${shard} (x) SELECT g FROM generate_series(1, 3000) g RETURNING id, insta_${shard}.id_shard(id) AS sql_shard`);
+      const res = await db.knex.raw(
+        `INSERT INTO sh_${shard} (x) SELECT g FROM generate_series(1, 3000) g RETURNING id, insta_${shard}.id_shard(id) AS sql_shard`,
+      );
       for (const row of res.rows) {
         const id = toBigInt(row.id);
         expect(decodeId(id, layout).shard).toBe(shard);
@@ -339,30 +376,37 @@ describe('next_id() on PostgreSQL', () => {
       t.bigInteger('id').primary().defaultTo(db.knex.raw('nid.next_id()'));
       t.text('item').notNullable();
     });
-    const rows = await db.knex('orders').insert([{ item: 'a' }, { item: 'b' }, { item: 'c' }]).returning('id');
+    const rows = await db
+      .knex('orders')
+      .insert([{ item: 'a' }, { item: 'b' }, { item: 'c' }])
+      .returning('id');
     const ids = rows.map((r: { id: string }) => toBigInt(r.id));
     expect(ids[0]! < ids[1]! && ids[1]! < ids[2]!).toBe(true);
     expect(decodeId(ids[0]!, layout).shard).toBe(5);
   });
 
-  it('refuses to wrap: the sequence stops at the last counter the time field holds, and the clock running out raises from next_id()', { timeout: 30_000 }, async () => {
-    await install(db.knex, { schema: 'nid_full', shard: 0 });
-    const maxCounter = (1n << 53n) - 1n; // 41 time + 12 sequence bits
-    await db.knex.raw(`SELECT setval('nid_full.idlease_next_id_seq', ?)`, [(maxCounter - 1n).toString()]);
-    const last = toBigInt((await one(db.knex, 'SELECT nid_full.next_id() AS id')).id);
-    expect(decodeId(last, layout).timeMs).toBe((1n << 41n) - 1n);
-    for (let i = 0; i < 2; i++) await expect(db.knex.raw('SELECT nid_full.next_id()')).rejects.toThrow(/maximum value/);
+  it(
+    'refuses to wrap: the sequence stops at the last counter the time field holds, and the clock running out raises from next_id()',
+    { timeout: 30_000 },
+    async () => {
+      await install(db.knex, { schema: 'nid_full', shard: 0 });
+      const maxCounter = (1n << 53n) - 1n; // 41 time + 12 sequence bits
+      await db.knex.raw(`SELECT setval('nid_full.idlease_next_id_seq', ?)`, [(maxCounter - 1n).toString()]);
+      const last = toBigInt((await one(db.knex, 'SELECT nid_full.next_id() AS id')).id);
+      expect(decodeId(last, layout).timeMs).toBe((1n << 41n) - 1n);
+      for (let i = 0; i < 2; i++) await expect(db.knex.raw('SELECT nid_full.next_id()')).rejects.toThrow(/maximum value/);
 
-    // A layout whose time field runs out 1.5 s from now: after that, next_id() raises instead of wrapping.
-    const timeBits = 30;
-    const epoch = Date.now() - Number((1n << 30n) - 1n) + 1500;
-    await install(db.knex, { schema: 'nid_clock', shard: 0, timeBits, epoch });
-    const clockLayout: IdLayout = resolveLayout({ timeBits, epoch });
-    const ok = toBigInt((await one(db.knex, 'SELECT nid_clock.next_id() AS id')).id);
-    expect(decodeId(ok, clockLayout).timeMs).toBeLessThanOrEqual((1n << 30n) - 1n);
-    await sleep(2000);
-    await expect(db.knex.raw('SELECT nid_clock.next_id()')).rejects.toThrow(/time field of nid_clock.next_id\(\) is exhausted/);
-  });
+      // A layout whose time field runs out 1.5 s from now: after that, next_id() raises instead of wrapping.
+      const timeBits = 30;
+      const epoch = Date.now() - Number((1n << 30n) - 1n) + 1500;
+      await install(db.knex, { schema: 'nid_clock', shard: 0, timeBits, epoch });
+      const clockLayout: IdLayout = resolveLayout({ timeBits, epoch });
+      const ok = toBigInt((await one(db.knex, 'SELECT nid_clock.next_id() AS id')).id);
+      expect(decodeId(ok, clockLayout).timeMs).toBeLessThanOrEqual((1n << 30n) - 1n);
+      await sleep(2000);
+      await expect(db.knex.raw('SELECT nid_clock.next_id()')).rejects.toThrow(/time field of nid_clock.next_id\(\) is exhausted/);
+    },
+  );
 
   it('down migration names the table defaults that still use next_id(), and with dropDependentDefaults removes everything but the data', async () => {
     let caught: unknown;
@@ -378,7 +422,9 @@ describe('next_id() on PostgreSQL', () => {
 
     const result = await migrate(db.knex, { segments: false, nextId: { schema: 'nid', dropDependentDefaults: true }, direction: 'down' });
     expect(result.applied).toEqual(['next_id:nid:v2', 'next_id:nid']);
-    const left = await db.knex.raw(`SELECT count(*)::int AS n FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'nid'`);
+    const left = await db.knex.raw(
+      `SELECT count(*)::int AS n FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'nid'`,
+    );
     expect(left.rows[0].n).toBe(0);
     const seq = await db.knex.raw(`SELECT to_regclass('nid.idlease_next_id_seq') AS r`);
     expect(seq.rows[0].r).toBeNull();
@@ -386,6 +432,9 @@ describe('next_id() on PostgreSQL', () => {
     // Without its default the column now needs a value.
     await expect(db.knex('orders').insert({ item: 'd' })).rejects.toThrow(/null value/);
     // A schema without dependents goes down cleanly.
-    expect((await migrate(db.knex, { segments: false, nextId: { schema: 'nid_full' }, direction: 'down' })).applied).toEqual(['next_id:nid_full:v2', 'next_id:nid_full']);
+    expect((await migrate(db.knex, { segments: false, nextId: { schema: 'nid_full' }, direction: 'down' })).applied).toEqual([
+      'next_id:nid_full:v2',
+      'next_id:nid_full',
+    ]);
   });
 });

@@ -37,7 +37,9 @@ describe('next_id() upgrade from version 1', () => {
       await idle.raw('BEGIN');
       await idle.raw('SELECT nu.next_id()');
       await new Promise((r) => setTimeout(r, 300));
-      const res = await old.knex.raw(`SELECT extract(epoch FROM pg_catalog.clock_timestamp() - nu.id_timestamp(id)) * 1000 AS lag FROM (SELECT nu.next_id() AS id OFFSET 0) q`);
+      const res = await old.knex.raw(
+        `SELECT extract(epoch FROM pg_catalog.clock_timestamp() - nu.id_timestamp(id)) * 1000 AS lag FROM (SELECT nu.next_id() AS id OFFSET 0) q`,
+      );
       expect(Math.abs(Number(res.rows[0].lag))).toBeLessThanOrEqual(50);
       await idle.raw('ROLLBACK');
     } finally {

@@ -16,7 +16,14 @@ import { addTag, createSegmentAllocator, createSnowflakeAllocator, createTicketA
 import { createKnexWorkerIdStore, newHolder } from '../../src/snowflake/worker-store.js';
 import { up as segmentsFileUp, down as segmentsFileDown } from '../../migrations/20261122000001_segments.js';
 
-const MOVED = ['idlease_migrations', 'idlease_migrations_lock', 'idlease_segments', 'idlease_ticket_schemes', 'idlease_tickets_default', 'idlease_workers'];
+const MOVED = [
+  'idlease_migrations',
+  'idlease_migrations_lock',
+  'idlease_segments',
+  'idlease_ticket_schemes',
+  'idlease_tickets_default',
+  'idlease_workers',
+];
 
 async function rows(knex: Knex, sql: string, bindings: readonly Knex.RawBinding[] = []): Promise<Array<Record<string, unknown>>> {
   return ((await knex.raw(sql, bindings)) as { rows: Array<Record<string, unknown>> }).rows;
@@ -24,7 +31,11 @@ async function rows(knex: Knex, sql: string, bindings: readonly Knex.RawBinding[
 
 /** Relations of `schema` whose name starts with idlease (tables, sequences, indexes). */
 async function idleaseRelations(knex: Knex, schema: string): Promise<string[]> {
-  const r = await rows(knex, `SELECT c.relname::text AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = ? AND c.relname LIKE 'idlease%' ORDER BY 1`, [schema]);
+  const r = await rows(
+    knex,
+    `SELECT c.relname::text AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = ? AND c.relname LIKE 'idlease%' ORDER BY 1`,
+    [schema],
+  );
   return r.map((x) => String(x.name));
 }
 
@@ -34,7 +45,9 @@ async function segmentRows(knex: Knex, schema: string): Promise<Array<Record<str
 
 /** Every tag is in schema idlease with its max_id and step exactly as they were in public. */
 async function expectRowsKept(knex: Knex, maxIds: ReadonlyMap<string, bigint>): Promise<void> {
-  expect(await segmentRows(knex, 'idlease')).toEqual([...maxIds].map(([tag, max]) => ({ tag, max_id: String(max), step: tag === 'order' ? 100 : 1000 })));
+  expect(await segmentRows(knex, 'idlease')).toEqual(
+    [...maxIds].map(([tag, max]) => ({ tag, max_id: String(max), step: tag === 'order' ? 100 : 1000 })),
+  );
 }
 
 /** An 0.1 install that has been used: two tags leased, tickets drawn, a worker id held. */
@@ -70,85 +83,99 @@ describe.each(['postgres', 'pglite'] as TestFlavor[])('upgrading an idlease 0.1 
     await Promise.all([old?.drop(), fresh?.drop()]);
   });
 
-  it('moves every row into schema idlease, reissues nothing, re-runs nothing, leaves public clean, equals a fresh install', { timeout: 60_000 }, async () => {
-    const before = await usedLegacyInstall(old.knex);
-    const recorded = (await rows(old.knex, 'SELECT name FROM public.idlease_migrations ORDER BY id')).map((r) => r.name);
-    const workersBefore = await rows(old.knex, 'SELECT worker_group, worker_id, holder_token, max_time_ms::text AS m FROM public.idlease_workers');
-    expect(before.maxIds.get('order')).toBe(250n);
+  it(
+    'moves every row into schema idlease, reissues nothing, re-runs nothing, leaves public clean, equals a fresh install',
+    { timeout: 60_000 },
+    async () => {
+      const before = await usedLegacyInstall(old.knex);
+      const recorded = (await rows(old.knex, 'SELECT name FROM public.idlease_migrations ORDER BY id')).map((r) => r.name);
+      const workersBefore = await rows(
+        old.knex,
+        'SELECT worker_group, worker_id, holder_token, max_time_ms::text AS m FROM public.idlease_workers',
+      );
+      expect(before.maxIds.get('order')).toBe(250n);
 
-    // New code on a database not yet moved: loud, and creates nothing (even asked to create the tag).
-    const early = createSegmentAllocator({ knex: old.knex, tag: 'order', create: true, waitTimeoutMs: 2_000 });
-    const err = await early.next().catch((e: unknown) => e);
-    await early.close();
-    expect(isIdleaseError(err, 'NOT_MIGRATED'), String(err)).toBe(true);
-    expect((err as Error).message).toMatch(/idlease migrate/);
-    expect((err as Error).message).toMatch(/schema: 'public'/);
-    const tickets = createTicketAllocator({ servers: [{ knex: old.knex, offset: 1 }] });
-    const ticketErr = await tickets.next().catch((e: unknown) => e);
-    await tickets.close();
-    expect(isIdleaseError(ticketErr, 'NOT_MIGRATED'), String(ticketErr)).toBe(true);
-    const workers = createSnowflakeAllocator({ knex: old.knex, group: 'g', leaseTtlMs: 2_000 });
-    const workerErr = await workers.next().catch((e: unknown) => e);
-    await workers.close();
-    expect(isIdleaseError(workerErr, 'NOT_MIGRATED'), String(workerErr)).toBe(true);
-    expect(await idleaseRelations(old.knex, 'idlease')).toEqual([]);
+      // New code on a database not yet moved: loud, and creates nothing (even asked to create the tag).
+      const early = createSegmentAllocator({ knex: old.knex, tag: 'order', create: true, waitTimeoutMs: 2_000 });
+      const err = await early.next().catch((e: unknown) => e);
+      await early.close();
+      expect(isIdleaseError(err, 'NOT_MIGRATED'), String(err)).toBe(true);
+      expect((err as Error).message).toMatch(/idlease migrate/);
+      expect((err as Error).message).toMatch(/schema: 'public'/);
+      const tickets = createTicketAllocator({ servers: [{ knex: old.knex, offset: 1 }] });
+      const ticketErr = await tickets.next().catch((e: unknown) => e);
+      await tickets.close();
+      expect(isIdleaseError(ticketErr, 'NOT_MIGRATED'), String(ticketErr)).toBe(true);
+      const workers = createSnowflakeAllocator({ knex: old.knex, group: 'g', leaseTtlMs: 2_000 });
+      const workerErr = await workers.next().catch((e: unknown) => e);
+      await workers.close();
+      expect(isIdleaseError(workerErr, 'NOT_MIGRATED'), String(workerErr)).toBe(true);
+      expect(await idleaseRelations(old.knex, 'idlease')).toEqual([]);
 
-    // The knex migration files cannot move it (knex reads its bookkeeping first): they refuse.
-    const refused = await segmentsFileUp(old.knex).catch((e: unknown) => e);
-    expect(isIdleaseError(refused, 'MIGRATION_FAILED'), String(refused)).toBe(true);
-    expect((refused as Error).message).toMatch(/public\.idlease_segments.*idlease migrate/);
-    expect(await idleaseRelations(old.knex, 'idlease')).toEqual([]);
+      // The knex migration files cannot move it (knex reads its bookkeeping first): they refuse.
+      const refused = await segmentsFileUp(old.knex).catch((e: unknown) => e);
+      expect(isIdleaseError(refused, 'MIGRATION_FAILED'), String(refused)).toBe(true);
+      expect((refused as Error).message).toMatch(/public\.idlease_segments.*idlease migrate/);
+      expect(await idleaseRelations(old.knex, 'idlease')).toEqual([]);
 
-    const result = await migrate(old.knex, LEGACY_V1_OPTIONS);
-    expect(result.applied).toEqual([]);
-    expect(result.moved.map((m) => m.to)).toEqual(MOVED.map((n) => `idlease.${n}`));
-    expect(result.moved.map((m) => m.from)).toEqual(MOVED.map((n) => `public.${n}`));
+      const result = await migrate(old.knex, LEGACY_V1_OPTIONS);
+      expect(result.applied).toEqual([]);
+      expect(result.moved.map((m) => m.to)).toEqual(MOVED.map((n) => `idlease.${n}`));
+      expect(result.moved.map((m) => m.from)).toEqual(MOVED.map((n) => `public.${n}`));
 
-    // Rows: same tags, same max_id; the bookkeeping and the worker lease came along.
-    await expectRowsKept(old.knex, before.maxIds);
-    expect((await rows(old.knex, 'SELECT name FROM idlease.idlease_migrations ORDER BY id')).map((r) => r.name)).toEqual(recorded);
-    expect(await rows(old.knex, 'SELECT worker_group, worker_id, holder_token, max_time_ms::text AS m FROM idlease.idlease_workers')).toEqual(workersBefore);
-    // Nothing of idlease's is left in public but next_id()'s sequence, which stays where the user put it.
-    expect(await idleaseRelations(old.knex, 'public')).toEqual(['idlease_next_id_seq']);
+      // Rows: same tags, same max_id; the bookkeeping and the worker lease came along.
+      await expectRowsKept(old.knex, before.maxIds);
+      expect((await rows(old.knex, 'SELECT name FROM idlease.idlease_migrations ORDER BY id')).map((r) => r.name)).toEqual(recorded);
+      expect(
+        await rows(old.knex, 'SELECT worker_group, worker_id, holder_token, max_time_ms::text AS m FROM idlease.idlease_workers'),
+      ).toEqual(workersBefore);
+      // Nothing of idlease's is left in public but next_id()'s sequence, which stays where the user put it.
+      expect(await idleaseRelations(old.knex, 'public')).toEqual(['idlease_next_id_seq']);
 
-    // No ID handed out twice: every tag continues above its old max_id.
-    for (const [tag, max] of before.maxIds) {
-      const a = createSegmentAllocator({ knex: old.knex, tag });
-      const ids = await a.nextBatch(10);
-      await a.close();
-      expect(ids[0]).toBe(max + 1n);
-    }
-    const t = createTicketAllocator({ servers: [{ knex: old.knex, offset: 1 }] });
-    expect(await t.next()).toBe(before.lastTicket + 1n);
-    await t.close();
-    // The worker id claimed before the move is still held: a new allocator takes the next one.
-    const s = createSnowflakeAllocator({ knex: old.knex, group: 'g', leaseTtlMs: 5_000 });
-    await s.next();
-    expect(s.workerId).toBe(1);
-    await s.close();
-    // The old holder, still pointed at public, fails loudly instead of working on a stale table.
-    const stale = await createKnexWorkerIdStore(old.knex, { schema: 'public', table: 'idlease_workers' })
-      .renew('g', 0, before.holderToken, 600_000, 0n).catch((e: unknown) => e);
-    expect(isIdleaseError(stale, 'NOT_MIGRATED'), String(stale)).toBe(true);
+      // No ID handed out twice: every tag continues above its old max_id.
+      for (const [tag, max] of before.maxIds) {
+        const a = createSegmentAllocator({ knex: old.knex, tag });
+        const ids = await a.nextBatch(10);
+        await a.close();
+        expect(ids[0]).toBe(max + 1n);
+      }
+      const t = createTicketAllocator({ servers: [{ knex: old.knex, offset: 1 }] });
+      expect(await t.next()).toBe(before.lastTicket + 1n);
+      await t.close();
+      // The worker id claimed before the move is still held: a new allocator takes the next one.
+      const s = createSnowflakeAllocator({ knex: old.knex, group: 'g', leaseTtlMs: 5_000 });
+      await s.next();
+      expect(s.workerId).toBe(1);
+      await s.close();
+      // The old holder, still pointed at public, fails loudly instead of working on a stale table.
+      const stale = await createKnexWorkerIdStore(old.knex, { schema: 'public', table: 'idlease_workers' })
+        .renew('g', 0, before.holderToken, 600_000, 0n)
+        .catch((e: unknown) => e);
+      expect(isIdleaseError(stale, 'NOT_MIGRATED'), String(stale)).toBe(true);
 
-    // Idempotent, and the knex files now find their tables where they belong.
-    expect(await migrate(old.knex, LEGACY_V1_OPTIONS)).toEqual({ applied: [], moved: [], direction: 'up' });
-    await segmentsFileUp(old.knex);
+      // Idempotent, and the knex files now find their tables where they belong.
+      expect(await migrate(old.knex, LEGACY_V1_OPTIONS)).toEqual({ applied: [], moved: [], direction: 'up' });
+      await segmentsFileUp(old.knex);
 
-    // The structure equals a fresh install with the same options (catalog snapshot).
-    await migrate(fresh.knex, LEGACY_V1_OPTIONS);
-    const upgraded = await schemaSnapshot(old.knex, flavor);
-    // The comparison must see the moved objects themselves, or equality would prove nothing.
-    const seen = JSON.stringify(upgraded);
-    for (const name of [...MOVED, 'idlease_migrations_id_seq', 'next_id']) expect(seen).toContain(name);
-    expect(upgraded).toEqual(await schemaSnapshot(fresh.knex, flavor));
-  });
+      // The structure equals a fresh install with the same options (catalog snapshot).
+      await migrate(fresh.knex, LEGACY_V1_OPTIONS);
+      const upgraded = await schemaSnapshot(old.knex, flavor);
+      // The comparison must see the moved objects themselves, or equality would prove nothing.
+      const seen = JSON.stringify(upgraded);
+      for (const name of [...MOVED, 'idlease_migrations_id_seq', 'next_id']) expect(seen).toContain(name);
+      expect(upgraded).toEqual(await schemaSnapshot(fresh.knex, flavor));
+    },
+  );
 });
 
 describe('two migrators at once on an idlease 0.1 install (PostgreSQL)', () => {
   let db: TestDb;
-  beforeAll(async () => { db = await createTestDb('postgres', 'schema_up_race'); });
-  afterAll(async () => { await db?.drop(); });
+  beforeAll(async () => {
+    db = await createTestDb('postgres', 'schema_up_race');
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
 
   it('one moves, the others wait and find nothing to do; no row lost', { timeout: 60_000 }, async () => {
     const before = await usedLegacyInstall(db.knex);
@@ -165,8 +192,12 @@ describe('two migrators at once on an idlease 0.1 install (PostgreSQL)', () => {
 
 describe('a 0.1 process leasing during the move (PostgreSQL)', () => {
   let db: TestDb;
-  beforeAll(async () => { db = await createTestDb('postgres', 'schema_up_queue'); });
-  afterAll(async () => { await db?.drop(); });
+  beforeAll(async () => {
+    db = await createTestDb('postgres', 'schema_up_queue');
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
 
   async function waiting(): Promise<number> {
     return Number((await rows(db.knex, 'SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted'))[0]!.n);
@@ -176,30 +207,47 @@ describe('a 0.1 process leasing during the move (PostgreSQL)', () => {
     expect(await check()).toBe(true);
   }
 
-  it('a lease queued behind the move fails with NOT_MIGRATED instead of writing anywhere; the move keeps every row', { timeout: 60_000 }, async () => {
-    const before = await usedLegacyInstall(db.knex);
-    // A transaction on the old table holds the move at its ALTER TABLE…
-    const blocker = await db.another().transaction();
-    await blocker.raw('SELECT max_id FROM public.idlease_segments WHERE tag = ? FOR UPDATE', ['order']);
-    const moving = migrate(db.another(), LEGACY_V1_OPTIONS);
-    await until(async () => (await waiting()) === 1);
-    // …and a lease as 0.1 issues it (unqualified, found in public) queues behind the move.
-    const old = createSegmentAllocator({ knex: db.another(), tag: 'order', schema: 'public', waitTimeoutMs: 10_000, statementTimeoutMs: 10_000 });
-    const lease = old.next().then(() => undefined, (e: unknown) => e);
-    await until(async () => (await waiting()) === 2);
-    await blocker.commit();
-    expect((await moving).moved.length).toBe(MOVED.length);
-    const err = await lease;
-    await old.close();
-    expect(isIdleaseError(err, 'NOT_MIGRATED'), String(err)).toBe(true);
-    await expectRowsKept(db.knex, before.maxIds);
-  });
+  it(
+    'a lease queued behind the move fails with NOT_MIGRATED instead of writing anywhere; the move keeps every row',
+    { timeout: 60_000 },
+    async () => {
+      const before = await usedLegacyInstall(db.knex);
+      // A transaction on the old table holds the move at its ALTER TABLE…
+      const blocker = await db.another().transaction();
+      await blocker.raw('SELECT max_id FROM public.idlease_segments WHERE tag = ? FOR UPDATE', ['order']);
+      const moving = migrate(db.another(), LEGACY_V1_OPTIONS);
+      await until(async () => (await waiting()) === 1);
+      // …and a lease as 0.1 issues it (unqualified, found in public) queues behind the move.
+      const old = createSegmentAllocator({
+        knex: db.another(),
+        tag: 'order',
+        schema: 'public',
+        waitTimeoutMs: 10_000,
+        statementTimeoutMs: 10_000,
+      });
+      const lease = old.next().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      await until(async () => (await waiting()) === 2);
+      await blocker.commit();
+      expect((await moving).moved.length).toBe(MOVED.length);
+      const err = await lease;
+      await old.close();
+      expect(isIdleaseError(err, 'NOT_MIGRATED'), String(err)).toBe(true);
+      await expectRowsKept(db.knex, before.maxIds);
+    },
+  );
 });
 
 describe('an idlease 0.1 install and a same-named table already in schema idlease (PGlite)', () => {
   let db: TestDb;
-  beforeAll(async () => { db = await createTestDb('pglite', 'schema_up_clash'); });
-  afterAll(async () => { await db?.drop(); });
+  beforeAll(async () => {
+    db = await createTestDb('pglite', 'schema_up_clash');
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
 
   it('the move refuses, names the table, and changes nothing', { timeout: 60_000 }, async () => {
     await installLegacyV1(db.knex);
@@ -216,8 +264,12 @@ describe('an idlease 0.1 install and a same-named table already in schema idleas
 
 describe("schema: 'public' keeps an idlease 0.1 install where it is (PostgreSQL)", () => {
   let db: TestDb;
-  beforeAll(async () => { db = await createTestDb('postgres', 'schema_keep'); });
-  afterAll(async () => { await db?.drop(); });
+  beforeAll(async () => {
+    db = await createTestDb('postgres', 'schema_keep');
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
 
   it('moves nothing, re-runs nothing, and allocators with the same option go on above the old max', { timeout: 60_000 }, async () => {
     const before = await usedLegacyInstall(db.knex);
@@ -232,7 +284,9 @@ describe("schema: 'public' keeps an idlease 0.1 install where it is (PostgreSQL)
 describe('a role that may not create schemas (PostgreSQL)', () => {
   let db: TestDb;
   const role = `idl_noschema_${randomBytes(4).toString('hex')}`;
-  beforeAll(async () => { db = await createTestDb('postgres', 'schema_role'); });
+  beforeAll(async () => {
+    db = await createTestDb('postgres', 'schema_role');
+  });
   afterAll(async () => {
     await db?.knex.raw(`DROP OWNED BY ${role}`).catch(() => undefined);
     await db?.drop();
@@ -260,50 +314,66 @@ describe('a role that may not create schemas (PostgreSQL)', () => {
 
 describe('the knex CLI and a crashed 0.1 migration meet the move (PostgreSQL)', () => {
   let db: TestDb;
-  beforeAll(async () => { db = await createTestDb('postgres', 'schema_up_knex'); });
-  afterAll(async () => { await db?.drop(); });
-
-  it('knex files refuse beside 0.1 and leave empty bookkeeping; a held 0.1 lock stops the move until --unlock; then it moves', { timeout: 60_000 }, async () => {
-    const before = await usedLegacyInstall(db.knex);
-    // A knexfile with schemaName: 'idlease' (schema created by hand, as knex needs): knex makes
-    // its empty bookkeeping there, then the first file refuses.
-    await db.knex.raw('CREATE SCHEMA idlease');
-    const source = {
-      getMigrations: () => Promise.resolve(['20261122000001_segments.ts']),
-      getMigrationName: (n: string) => n,
-      getMigration: () => Promise.resolve({ up: segmentsFileUp, down: segmentsFileDown }),
-    };
-    const refused = await db.knex.migrate.latest({ tableName: 'idlease_migrations', schemaName: 'idlease', migrationSource: source, disableMigrationsListValidation: true }).catch((e: unknown) => e);
-    expect(String((refused as Error)?.message)).toMatch(/idlease migrate/);
-    expect(await idleaseRelations(db.knex, 'idlease')).toContain('idlease_migrations');
-    expect(await idleaseRelations(db.knex, 'idlease')).not.toContain('idlease_segments');
-
-    // A 0.1 migration that crashed holding its lock: the move waits, then gives up naming --unlock.
-    await db.knex.raw('UPDATE public.idlease_migrations_lock SET is_locked = 1');
-    const stuck = await migrate(db.knex, { ...LEGACY_V1_OPTIONS, lockTimeoutMs: 300 }).catch((e: unknown) => e);
-    expect(isIdleaseError(stuck, 'MIGRATION_FAILED'), String(stuck)).toBe(true);
-    expect((stuck as Error).message).toMatch(/--unlock/);
-    expect(await idleaseRelations(db.knex, 'public')).toContain('idlease_segments');
-
-    await unlockMigrations(db.knex);
-    const result = await migrate(db.knex, LEGACY_V1_OPTIONS);
-    expect(result.moved.map((m) => m.to)).toEqual(MOVED.map((n) => `idlease.${n}`));
-    expect(result.applied).toEqual([]);
-    await expectRowsKept(db.knex, before.maxIds);
-    // The knex CLI now finds the tables where it installs them.
-    await db.knex.migrate.latest({ tableName: 'idlease_migrations', schemaName: 'idlease', migrationSource: source, disableMigrationsListValidation: true });
-    expect(await segmentRows(db.knex, 'idlease')).toHaveLength(2);
+  beforeAll(async () => {
+    db = await createTestDb('postgres', 'schema_up_knex');
   });
+  afterAll(async () => {
+    await db?.drop();
+  });
+
+  it(
+    'knex files refuse beside 0.1 and leave empty bookkeeping; a held 0.1 lock stops the move until --unlock; then it moves',
+    { timeout: 60_000 },
+    async () => {
+      const before = await usedLegacyInstall(db.knex);
+      // A knexfile with schemaName: 'idlease' (schema created by hand, as knex needs): knex makes
+      // its empty bookkeeping there, then the first file refuses.
+      await db.knex.raw('CREATE SCHEMA idlease');
+      const source = {
+        getMigrations: () => Promise.resolve(['20261122000001_segments.ts']),
+        getMigrationName: (n: string) => n,
+        getMigration: () => Promise.resolve({ up: segmentsFileUp, down: segmentsFileDown }),
+      };
+      const refused = await db.knex.migrate
+        .latest({ tableName: 'idlease_migrations', schemaName: 'idlease', migrationSource: source, disableMigrationsListValidation: true })
+        .catch((e: unknown) => e);
+      expect(String((refused as Error)?.message)).toMatch(/idlease migrate/);
+      expect(await idleaseRelations(db.knex, 'idlease')).toContain('idlease_migrations');
+      expect(await idleaseRelations(db.knex, 'idlease')).not.toContain('idlease_segments');
+
+      // A 0.1 migration that crashed holding its lock: the move waits, then gives up naming --unlock.
+      await db.knex.raw('UPDATE public.idlease_migrations_lock SET is_locked = 1');
+      const stuck = await migrate(db.knex, { ...LEGACY_V1_OPTIONS, lockTimeoutMs: 300 }).catch((e: unknown) => e);
+      expect(isIdleaseError(stuck, 'MIGRATION_FAILED'), String(stuck)).toBe(true);
+      expect((stuck as Error).message).toMatch(/--unlock/);
+      expect(await idleaseRelations(db.knex, 'public')).toContain('idlease_segments');
+
+      await unlockMigrations(db.knex);
+      const result = await migrate(db.knex, LEGACY_V1_OPTIONS);
+      expect(result.moved.map((m) => m.to)).toEqual(MOVED.map((n) => `idlease.${n}`));
+      expect(result.applied).toEqual([]);
+      await expectRowsKept(db.knex, before.maxIds);
+      // The knex CLI now finds the tables where it installs them.
+      await db.knex.migrate.latest({
+        tableName: 'idlease_migrations',
+        schemaName: 'idlease',
+        migrationSource: source,
+        disableMigrationsListValidation: true,
+      });
+      expect(await segmentRows(db.knex, 'idlease')).toHaveLength(2);
+    },
+  );
 });
 
 /** An app's own knex migration in public, recorded in knex's default `knex_migrations`. */
 const APP_SOURCE = {
   getMigrations: () => Promise.resolve(['20250101000000_create_users.js']),
   getMigrationName: (n: string) => n,
-  getMigration: () => Promise.resolve({
-    up: (k: Knex) => k.raw('CREATE TABLE public.users (id bigint PRIMARY KEY)'),
-    down: (k: Knex) => k.raw('DROP TABLE public.users'),
-  }),
+  getMigration: () =>
+    Promise.resolve({
+      up: (k: Knex) => k.raw('CREATE TABLE public.users (id bigint PRIMARY KEY)'),
+      down: (k: Knex) => k.raw('DROP TABLE public.users'),
+    }),
 };
 
 /** The README's knex CLI route from an installed package: idlease's files, bookkeeping where the knexfile puts it (public). */
@@ -320,12 +390,20 @@ async function publicTables(knex: Knex): Promise<string[]> {
 
 describe("knex's bookkeeping in public is never taken for an older install (PostgreSQL)", () => {
   let db: TestDb;
-  beforeAll(async () => { db = await createTestDb('postgres', 'schema_up_knexbook'); });
-  afterAll(async () => { await db?.drop(); });
+  beforeAll(async () => {
+    db = await createTestDb('postgres', 'schema_up_knexbook');
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
 
   it("the app's knex_migrations and the knex CLI route's idlease_migrations stay in public; neither knex run re-runs a step", async () => {
     await db.knex.migrate.latest({ migrationSource: APP_SOURCE });
-    await db.knex.migrate.latest({ tableName: 'idlease_migrations', migrationSource: IDLEASE_FILES, disableMigrationsListValidation: true });
+    await db.knex.migrate.latest({
+      tableName: 'idlease_migrations',
+      migrationSource: IDLEASE_FILES,
+      disableMigrationsListValidation: true,
+    });
     const before = await publicTables(db.knex);
     expect(before).toEqual(['idlease_migrations', 'idlease_migrations_lock', 'knex_migrations', 'knex_migrations_lock', 'users']);
     expect(await idleaseRelations(db.knex, 'idlease')).toContain('idlease_segments');
@@ -338,7 +416,13 @@ describe("knex's bookkeeping in public is never taken for an older install (Post
     }
     // Both knex runs find their bookkeeping where they left it: nothing to do.
     expect(await db.knex.migrate.latest({ migrationSource: APP_SOURCE })).toEqual([expect.any(Number), []]);
-    expect(await db.knex.migrate.latest({ tableName: 'idlease_migrations', migrationSource: IDLEASE_FILES, disableMigrationsListValidation: true })).toEqual([expect.any(Number), []]);
+    expect(
+      await db.knex.migrate.latest({
+        tableName: 'idlease_migrations',
+        migrationSource: IDLEASE_FILES,
+        disableMigrationsListValidation: true,
+      }),
+    ).toEqual([expect.any(Number), []]);
     expect(await segmentRows(db.knex, 'idlease')).toHaveLength(1);
   });
 
@@ -354,7 +438,9 @@ describe("knex's bookkeeping in public is never taken for an older install (Post
       expect(await publicTables(other.knex)).toEqual(before);
       expect(await idleaseRelations(other.knex, 'idlease')).toEqual([]);
       // The way out it names: keep the old location.
-      expect((await migrate(other.knex, { ...LEGACY_V1_OPTIONS, migrationsTable: 'knex_migrations', schema: 'public' })).applied).toEqual([]);
+      expect((await migrate(other.knex, { ...LEGACY_V1_OPTIONS, migrationsTable: 'knex_migrations', schema: 'public' })).applied).toEqual(
+        [],
+      );
     } finally {
       await other.drop();
     }

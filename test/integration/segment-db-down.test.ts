@@ -17,7 +17,9 @@ describe.each([
   ['postgres', () => startPostgres()],
 ] as const)('segment allocator with %s stopping mid-run', (_name, start) => {
   let server: ServerInstance | undefined;
-  afterAll(async () => { await server?.destroy(); });
+  afterAll(async () => {
+    await server?.destroy();
+  });
 
   it('serves from memory, fails with DB_UNAVAILABLE within waitTimeoutMs, recovers after restart, never repeats', async () => {
     server = await start();
@@ -27,8 +29,15 @@ describe.each([
       await addTag(knex, { tag: 'down', step: 1000 });
       const events: string[] = [];
       const alloc = createSegmentAllocator({
-        knex, tag: 'down', minStep: 1000, maxStep: 1000, preloadMs: 10_000,
-        waitTimeoutMs: WAIT_MS, retryMinMs: 20, retryMaxMs: 300, statementTimeoutMs: 2_000,
+        knex,
+        tag: 'down',
+        minStep: 1000,
+        maxStep: 1000,
+        preloadMs: 10_000,
+        waitTimeoutMs: WAIT_MS,
+        retryMinMs: 20,
+        retryMaxMs: 300,
+        statementTimeoutMs: 2_000,
         onEvent: (e) => events.push(e.type),
       });
       const ids: bigint[] = [];
@@ -96,10 +105,20 @@ describe.each(['mysql', 'postgres'] as const)('segment allocator with a misconfi
     wrongUser.password = 'wrong';
     const noDb = base();
     noDb.pathname = '/idlease_no_such_database';
-    for (const [url, want, problem] of [[wrongUser, /access denied/, 'access-denied'], [noDb, /unknown database/, 'unknown-database']] as const) {
+    for (const [url, want, problem] of [
+      [wrongUser, /access denied/, 'access-denied'],
+      [noDb, /unknown database/, 'unknown-database'],
+    ] as const) {
       const knex = connect(url.toString(), { poolMax: 1 });
       const events: SegmentEvent[] = [];
-      const a = createSegmentAllocator({ knex, tag: 't', waitTimeoutMs: 1_500, retryMinMs: 50, retryMaxMs: 200, onEvent: (e) => events.push(e) });
+      const a = createSegmentAllocator({
+        knex,
+        tag: 't',
+        waitTimeoutMs: 1_500,
+        retryMinMs: 50,
+        retryMaxMs: 200,
+        onEvent: (e) => events.push(e),
+      });
       try {
         await expect(a.next()).rejects.toMatchObject({ code: 'DB_UNAVAILABLE', message: expect.stringMatching(want) });
         expect(events.find((e) => e.type === 'lease-error')).toMatchObject({ problem });

@@ -23,7 +23,9 @@ describe.each(ALL_FLAVORS)('segment allocator on %s', (flavor) => {
     db = await createTestDb(flavor, 'segment');
     await migrate(db.knex);
   });
-  afterAll(async () => { await db.drop(); });
+  afterAll(async () => {
+    await db.drop();
+  });
 
   it('hands out IDs above 2^53 exactly', async () => {
     const start = 2n ** 53n - 3n;
@@ -39,7 +41,11 @@ describe.each(ALL_FLAVORS)('segment allocator on %s', (flavor) => {
     const a = createSegmentAllocator({ knex: db.knex, tag: 'edge', minStep: 5, maxStep: 5 });
     const ids: bigint[] = [];
     let err: unknown;
-    try { for (;;) ids.push(await a.next()); } catch (e) { err = e; }
+    try {
+      for (;;) ids.push(await a.next());
+    } catch (e) {
+      err = e;
+    }
     expect(ids).toEqual(Array.from({ length: 7 }, (_, i) => MAX_INT64 - 6n + BigInt(i)));
     expect(err).toMatchObject({ code: 'EXHAUSTED' });
     await a.close();
@@ -136,11 +142,13 @@ describe.each(ALL_FLAVORS)('segment allocator on %s', (flavor) => {
     const tags = Array.from({ length: 12 }, (_, i) => `multi_${i}`);
     for (const tag of tags) await addTag(db.knex, { tag, step: 3 });
     const allocs = tags.flatMap((tag) => [0, 1].map(() => createSegmentAllocator({ knex: db.knex, tag, minStep: 1, maxStep: 5 })));
-    const per = await Promise.all(allocs.map(async (a) => {
-      const out: bigint[] = [];
-      for (let i = 0; i < 40; i++) out.push(await a.next());
-      return out;
-    }));
+    const per = await Promise.all(
+      allocs.map(async (a) => {
+        const out: bigint[] = [];
+        for (let i = 0; i < 40; i++) out.push(await a.next());
+        return out;
+      }),
+    );
     await Promise.all(allocs.map((a) => a.close()));
     for (let t = 0; t < tags.length; t++) expectUniqueAndIncreasing([per[2 * t]!, per[2 * t + 1]!]);
   });
@@ -164,22 +172,25 @@ describe('idlease next / tag (CLI, real processes)', () => {
     }
   });
 
-  it.each(['mysql', 'postgres'] as const)('on %s: UNKNOWN_TAG until `tag add`, then next/set-step work; bad input exits 2', async (flavor) => {
-    const db = await createTestDb(flavor, 'segcli');
-    try {
-      await migrate(db.knex);
-      const url = ['--url', db.url];
-      const missing = await runCli([...url, 'next', 'order']);
-      expect(missing.code).toBe(2);
-      expect(missing.stderr).toContain(`idlease --url ${db.url} tag add order`);
-      expect((await runCli([...url, 'tag', 'add', 'order', '--start', '9007199254740993', '--step', '50'])).code).toBe(0);
-      const got = await runCli([...url, 'next', 'order', '-n', '2']);
-      expect(got.stdout.trim().split('\n')).toEqual(['9007199254740993', '9007199254740994']);
-      const step = await runCli([...url, '--json', 'tag', 'set-step', 'order', '70']);
-      expect(JSON.parse(step.stdout)).toMatchObject({ tag: 'order', step: 70 });
-      expect((await runCli([...url, 'tag', 'set-step', 'order', '0'])).code).toBe(2);
-    } finally {
-      await db.drop();
-    }
-  });
+  it.each(['mysql', 'postgres'] as const)(
+    'on %s: UNKNOWN_TAG until `tag add`, then next/set-step work; bad input exits 2',
+    async (flavor) => {
+      const db = await createTestDb(flavor, 'segcli');
+      try {
+        await migrate(db.knex);
+        const url = ['--url', db.url];
+        const missing = await runCli([...url, 'next', 'order']);
+        expect(missing.code).toBe(2);
+        expect(missing.stderr).toContain(`idlease --url ${db.url} tag add order`);
+        expect((await runCli([...url, 'tag', 'add', 'order', '--start', '9007199254740993', '--step', '50'])).code).toBe(0);
+        const got = await runCli([...url, 'next', 'order', '-n', '2']);
+        expect(got.stdout.trim().split('\n')).toEqual(['9007199254740993', '9007199254740994']);
+        const step = await runCli([...url, '--json', 'tag', 'set-step', 'order', '70']);
+        expect(JSON.parse(step.stdout)).toMatchObject({ tag: 'order', step: 70 });
+        expect((await runCli([...url, 'tag', 'set-step', 'order', '0'])).code).toBe(2);
+      } finally {
+        await db.drop();
+      }
+    },
+  );
 });

@@ -20,10 +20,19 @@ describe.each(ALL_FLAVORS)('segment next()/nextBatch() programs on %s', (flavor)
     db = await createTestDb(flavor, 'segprog');
     await migrate(db.knex);
   });
-  afterAll(async () => { await db.drop(); });
+  afterAll(async () => {
+    await db.drop();
+  });
 
   it('the README sample: next() then nextBatch(n) right away, for steps 7, 50, 100, 1000', async () => {
-    for (const [step, n] of [[1000, 1000], [100, 100], [100, 150], [100, 99], [7, 7], [50, 51]] as const) {
+    for (const [step, n] of [
+      [1000, 1000],
+      [100, 100],
+      [100, 150],
+      [100, 99],
+      [7, 7],
+      [50, 51],
+    ] as const) {
       const tag = `readme_${step}_${n}`;
       await addTag(db.knex, { tag, step });
       const orders = createSegmentAllocator({ knex: db.knex, tag });

@@ -16,7 +16,9 @@ describe.each(ALL_FLAVORS)('segment regression and tag bump on %s', (flavor) => 
     db = await createTestDb(flavor, 'segreg');
     await migrate(db.knex);
   });
-  afterAll(async () => { await db.drop(); });
+  afterAll(async () => {
+    await db.drop();
+  });
 
   const maxIdOf = async (tag: string) => (await listTags(db.knex)).find((r) => r.tag === tag)!.maxId;
 
@@ -33,7 +35,11 @@ describe.each(ALL_FLAVORS)('segment regression and tag bump on %s', (flavor) => 
     const after: bigint[] = [];
     let error: unknown;
     for (let i = 0; i < 400 && error === undefined; i++) {
-      try { after.push(await a.next()); } catch (e) { error = e; }
+      try {
+        after.push(await a.next());
+      } catch (e) {
+        error = e;
+      }
     }
     expect(error).toMatchObject({ code: 'INVARIANT', message: expect.stringMatching(/went backwards.*idlease tag bump reg --by/s) });
     const reg = events.find((e) => e.type === 'regression');
@@ -73,7 +79,9 @@ describe.each(['mysql', 'postgres'] as const)('idlease tag bump (CLI) on %s', (f
     db = await createTestDb(flavor, 'segbump');
     await migrate(db.knex);
   });
-  afterAll(async () => { await db.drop(); });
+  afterAll(async () => {
+    await db.drop();
+  });
 
   it('idlease tag bump from the CLI', async () => {
     await addTag(db.knex, { tag: 'cli', step: 10 });

@@ -16,7 +16,10 @@ import { addTag, createSegmentAllocator, listTags } from '../../src/segment/inde
 const TOKEN = 's3cret-token';
 
 async function get(url: string, init: RequestInit = {}): Promise<{ status: number; text: string; json: () => unknown }> {
-  const r = await fetch(url, { ...init, headers: { authorization: `Bearer ${TOKEN}`, ...(init.headers as Record<string, string> | undefined) } });
+  const r = await fetch(url, {
+    ...init,
+    headers: { authorization: `Bearer ${TOKEN}`, ...(init.headers as Record<string, string> | undefined) },
+  });
   const text = await r.text();
   return { status: r.status, text, json: () => JSON.parse(text) };
 }
@@ -38,7 +41,8 @@ describe.each(ALL_FLAVORS)('idlease serve on %s', (flavor) => {
       // The server process owns the embedded database: tags are added before it starts.
       dir = mkdtempSync(path.join(tmpdir(), 'idlease-serve-'));
       dbUrl = `pglite:${dir}`;
-      for (const tag of ['order', 'mixed', 'load']) expect((await runCli(['--url', dbUrl, 'tag', 'add', tag, '--step', '100'])).code).toBe(0);
+      for (const tag of ['order', 'mixed', 'load'])
+        expect((await runCli(['--url', dbUrl, 'tag', 'add', tag, '--step', '100'])).code).toBe(0);
     } else {
       db = await createTestDb(flavor, 'serve');
       dbUrl = db.url;
@@ -57,9 +61,17 @@ describe.each(ALL_FLAVORS)('idlease serve on %s', (flavor) => {
     const fresh = await (await fetch(`${server.url}/metrics`)).text();
     for (const tag of ['order', 'mixed', 'load']) {
       const l = `tag="${tag}"`;
-      for (const name of ['idlease_segment_ids_served_total', 'idlease_segment_leases_total', 'idlease_segment_waits_total', 'idlease_segment_timeouts_total',
-        'idlease_segment_regressions_total', 'idlease_segment_remaining_ids', 'idlease_segment_remote_leases_total', 'idlease_segment_remote_lease_ids_total',
-        'idlease_segment_lease_duration_seconds_count']) {
+      for (const name of [
+        'idlease_segment_ids_served_total',
+        'idlease_segment_leases_total',
+        'idlease_segment_waits_total',
+        'idlease_segment_timeouts_total',
+        'idlease_segment_regressions_total',
+        'idlease_segment_remaining_ids',
+        'idlease_segment_remote_leases_total',
+        'idlease_segment_remote_lease_ids_total',
+        'idlease_segment_lease_duration_seconds_count',
+      ]) {
         expect(metric(fresh, name, l), `${name}{${l}}`).toBe(0);
       }
       expect(metric(fresh, 'idlease_segment_runway_seconds', l)).toBe(Infinity);
@@ -140,12 +152,15 @@ describe.each(ALL_FLAVORS)('idlease serve on %s', (flavor) => {
 
   it('4 concurrent clients × 10k IDs: no duplicate, and /metrics counts exactly what was served', async () => {
     const before = metric(await (await fetch(`${server.url}/metrics`)).text(), 'idlease_segment_ids_served_total', 'tag="load"') || 0;
-    const perClient = await Promise.all(Array.from({ length: 4 }, async () => {
-      const got: bigint[] = [];
-      for (let i = 0; i < 2_000; i++) got.push(BigInt((await get(`${server.url}/api/segment/get/load`)).text));
-      for (let i = 0; i < 80; i++) got.push(...((await get(`${server.url}/v1/segment/load/ids?n=100`)).json() as { ids: string[] }).ids.map(BigInt));
-      return got;
-    }));
+    const perClient = await Promise.all(
+      Array.from({ length: 4 }, async () => {
+        const got: bigint[] = [];
+        for (let i = 0; i < 2_000; i++) got.push(BigInt((await get(`${server.url}/api/segment/get/load`)).text));
+        for (let i = 0; i < 80; i++)
+          got.push(...((await get(`${server.url}/v1/segment/load/ids?n=100`)).json() as { ids: string[] }).ids.map(BigInt));
+        return got;
+      }),
+    );
     const all = perClient.flat();
     expect(all.length).toBe(40_000);
     expect(new Set(all).size).toBe(all.length);
@@ -163,15 +178,26 @@ describe.each(ALL_FLAVORS)('idlease serve on %s', (flavor) => {
     await Promise.all([
       (async () => {
         for (let i = 0; i < 60; i++) {
-          const r = (await get(`${server.url}/v1/segment/mixed/lease?step=${1 + (i % 13)}`, { method: 'POST' })).json() as { start: string; end: string };
+          const r = (await get(`${server.url}/v1/segment/mixed/lease?step=${1 + (i % 13)}`, { method: 'POST' })).json() as {
+            start: string;
+            end: string;
+          };
           ranges.push([BigInt(r.start), BigInt(r.end)]);
         }
       })(),
-      (async () => { for (let i = 0; i < 300; i++) localIds.push(await local.next()); })(),
-      (async () => { for (let i = 0; i < 200; i++) localIds.push(BigInt((await get(`${server.url}/api/segment/get/mixed`)).text)); })(),
+      (async () => {
+        for (let i = 0; i < 300; i++) localIds.push(await local.next());
+      })(),
+      (async () => {
+        for (let i = 0; i < 200; i++) localIds.push(BigInt((await get(`${server.url}/api/segment/get/mixed`)).text));
+      })(),
     ]);
     await local.close();
-    for (const id of localIds) expect(ranges.some(([s, e]) => id >= s && id <= e), `ID ${id} inside a remote lease`).toBe(false);
+    for (const id of localIds)
+      expect(
+        ranges.some(([s, e]) => id >= s && id <= e),
+        `ID ${id} inside a remote lease`,
+      ).toBe(false);
     expect(new Set(localIds).size).toBe(localIds.length);
     const sorted = [...ranges].sort((x, y) => (x[0] < y[0] ? -1 : 1));
     for (let i = 1; i < sorted.length; i++) expect(sorted[i]![0] > sorted[i - 1]![1]).toBe(true);
@@ -181,7 +207,6 @@ describe.each(ALL_FLAVORS)('idlease serve on %s', (flavor) => {
     // A server of its own, so this test can stop it.
     const own = flavor === 'pglite' ? server : await startServe(dbUrl, ['--token', TOKEN]);
     const served: bigint[] = [];
-    let failures = 0;
     let stop = false;
     const clients = Array.from({ length: 4 }, async () => {
       while (!stop) {
@@ -190,7 +215,7 @@ describe.each(ALL_FLAVORS)('idlease serve on %s', (flavor) => {
           if (r.status === 200) served.push(BigInt(r.text));
           else expect(r.json()).toMatchObject({ code: 'SHUTTING_DOWN' });
         } catch {
-          failures++; // connection refused or closed once the server stopped accepting
+          // connection refused or closed once the server stopped accepting
           stop = true;
         }
       }

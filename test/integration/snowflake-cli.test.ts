@@ -5,8 +5,12 @@ import { decodeId, LAYOUT_PRESETS } from '../../src/layout/index.js';
 import { runMain } from '../helpers/in-process.js';
 
 let db: TestDb;
-beforeAll(async () => { db = await createTestDb('postgres', 'snowflake_cli'); });
-afterAll(async () => { await db?.drop(); });
+beforeAll(async () => {
+  db = await createTestDb('postgres', 'snowflake_cli');
+});
+afterAll(async () => {
+  await db?.drop();
+});
 
 const run = runMain;
 

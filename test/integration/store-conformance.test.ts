@@ -4,7 +4,6 @@
  * pool (BIGINT as rounded numbers), pg with `setTypeParser(20, parseInt)`, postgres.js with
  * camelCase column transforms. Then allocators sharing a tag through each raw pool.
  */
-import type { Knex } from 'knex';
 import mysql from 'mysql2';
 import mysqlPromise from 'mysql2/promise';
 import pg from 'pg';
@@ -12,7 +11,14 @@ import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDb, ownTable, type TestDb, type TestFlavor } from '../helpers/db.js';
 import { migrate } from '../../src/migrations/migrate.js';
-import { addTag, createKnexSegmentStore, createPoolSegmentStore, createSegmentAllocator, listTags, type SegmentStore } from '../../src/segment/index.js';
+import {
+  addTag,
+  createKnexSegmentStore,
+  createPoolSegmentStore,
+  createSegmentAllocator,
+  listTags,
+  type SegmentStore,
+} from '../../src/segment/index.js';
 import { segmentStoreConformance, type SegmentStoreHarness } from '../../src/testing/index.js';
 import { MemoryStore } from '../unit/segment-memory-store.js';
 
@@ -33,7 +39,12 @@ interface Case {
   readonly name: string;
   readonly flavor: TestFlavor | 'memory';
   /** The pool (or store) under test on the test database, and how to end it. */
-  open(db: TestDb | undefined): Promise<{ store: (table?: string) => SegmentStore; stall?: (tag: string) => Promise<() => Promise<void>>; pool?: unknown; end(): Promise<void> }>;
+  open(db: TestDb | undefined): Promise<{
+    store: (table?: string) => SegmentStore;
+    stall?: (tag: string) => Promise<() => Promise<void>>;
+    pool?: unknown;
+    end(): Promise<void>;
+  }>;
 }
 
 const sqlOptions = (table?: string) => ({ statementTimeoutMs: TIMEOUT_MS, ...(table ? { table } : {}) });
@@ -90,7 +101,11 @@ const CASES: Case[] = [
       const pool = mysql.createPool({ uri: db!.url, connectionLimit: 6 });
       const [rows] = await pool.promise().query<mysql.RowDataPacket[]>('SELECT CAST(9007199254740993 AS SIGNED) AS v');
       expect(rows[0]!.v).toBe(9007199254740992); // a default pool really rounds BIGINT
-      return { pool, store: (table) => createPoolSegmentStore(pool, sqlOptions(table)), end: () => new Promise<void>((r) => pool.end(() => r())) };
+      return {
+        pool,
+        store: (table) => createPoolSegmentStore(pool, sqlOptions(table)),
+        end: () => new Promise<void>((r) => pool.end(() => r())),
+      };
     },
   },
   {
@@ -174,10 +189,19 @@ describe('the conformance suite fails a store that breaks a guarantee', () => {
     };
     const missing = new MemoryStore();
     missing.notMigrated = true;
-    const checks = segmentStoreConformance(() => ({ store: rounding, missingTable: missing, statementTimeoutMs: 100, stall: async () => async () => {} }));
+    const checks = segmentStoreConformance(() => ({
+      store: rounding,
+      missingTable: missing,
+      statementTimeoutMs: 100,
+      stall: async () => async () => {},
+    }));
     const byName = new Map(checks.map((ch) => [ch.name, ch]));
-    await expect(byName.get('IDs past 2^53 are exact in every operation')!.run()).rejects.toThrow(/read\(\) past 2\^53: expected "9007199254740997n", got "9007199254740996n"/);
-    await expect(byName.get('a statement that does not answer fails at the deadline with an error the allocator retries')!.run()).rejects.toThrow(/stall\(\) must keep the store from answering/);
+    await expect(byName.get('IDs past 2^53 are exact in every operation')!.run()).rejects.toThrow(
+      /read\(\) past 2\^53: expected "9007199254740997n", got "9007199254740996n"/,
+    );
+    await expect(
+      byName.get('a statement that does not answer fails at the deadline with an error the allocator retries')!.run(),
+    ).rejects.toThrow(/stall\(\) must keep the store from answering/);
     await expect(byName.get('a missing table fails every call with NOT_MIGRATED')!.run()).resolves.toBeUndefined();
   });
 });
@@ -220,14 +244,16 @@ describe.each([
     const allocators = [1, 7, 100, 1000, 13, 250].map((step, i) =>
       createSegmentAllocator({ pool: pools[i % 3]!.pool, tag, minStep: step, maxStep: step, statementTimeoutMs: 2_000 }),
     );
-    const got = await Promise.all(allocators.map(async (a, i) => {
-      const ids: bigint[] = [];
-      for (let k = 0; k < 60; k++) {
-        if (k % 3 === 0) ids.push(...(await a.nextBatch(17 + i)));
-        else ids.push(await a.next());
-      }
-      return ids;
-    }));
+    const got = await Promise.all(
+      allocators.map(async (a, i) => {
+        const ids: bigint[] = [];
+        for (let k = 0; k < 60; k++) {
+          if (k % 3 === 0) ids.push(...(await a.nextBatch(17 + i)));
+          else ids.push(await a.next());
+        }
+        return ids;
+      }),
+    );
     await Promise.all(allocators.map((a) => a.close()));
     const all = got.flat();
     expect(new Set(all).size).toBe(all.length);

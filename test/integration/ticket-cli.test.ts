@@ -8,15 +8,39 @@ describe('idlease tickets CLI on MariaDB', () => {
   beforeAll(async () => {
     dbs = await Promise.all([1, 2, 3].map((i) => createTestDb('mysql', `tick_cli${i}`)));
   });
-  afterAll(async () => { await Promise.all(dbs.map((d) => d.drop())); });
+  afterAll(async () => {
+    await Promise.all(dbs.map((d) => d.drop()));
+  });
 
   it('migrates, draws, reports status, reshards 2 → 3 servers', async () => {
     const [one, two, three] = dbs as [TestDb, TestDb, TestDb];
-    const m1 = await runCli(['--url', one.url, 'migrate', '--no-segments', '--tickets', '--tickets-increment', '2', '--tickets-offset', '1']);
+    const m1 = await runCli([
+      '--url',
+      one.url,
+      'migrate',
+      '--no-segments',
+      '--tickets',
+      '--tickets-increment',
+      '2',
+      '--tickets-offset',
+      '1',
+    ]);
     expect(m1.stderr).toBe('');
     expect(m1.code).toBe(0);
     expect(m1.stdout).toContain('tickets:default');
-    const m2 = await runCli(['--url', two.url, 'migrate', '--no-segments', '--tickets', '--tickets-engine', 'MyISAM', '--tickets-increment', '2', '--tickets-offset', '2']);
+    const m2 = await runCli([
+      '--url',
+      two.url,
+      'migrate',
+      '--no-segments',
+      '--tickets',
+      '--tickets-engine',
+      'MyISAM',
+      '--tickets-increment',
+      '2',
+      '--tickets-offset',
+      '2',
+    ]);
     expect(m2.code).toBe(0);
     expect((await runCli(['--url', three.url, 'migrate', '--no-segments', '--tickets'])).code).toBe(0);
 

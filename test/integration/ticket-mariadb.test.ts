@@ -46,7 +46,9 @@ let a: Knex, b: Knex, c: Knex;
 let instA: ServerInstance, instB: ServerInstance, instC: ServerInstance;
 
 beforeAll(async () => {
-  [instA, instB, instC] = (await Promise.all([1, 2, 3].map(() => startMariadb(["--auto-increment-increment=7", "--auto-increment-offset=3"])))) as [ServerInstance, ServerInstance, ServerInstance];
+  [instA, instB, instC] = (await Promise.all(
+    [1, 2, 3].map(() => startMariadb(['--auto-increment-increment=7', '--auto-increment-offset=3'])),
+  )) as [ServerInstance, ServerInstance, ServerInstance];
   instances.push(instA, instB, instC);
   [a, b, c] = [instA, instB, instC].map(open) as [Knex, Knex, Knex];
   await migrate(a, { segments: false, tickets: { increment: 2, offset: 1 } });
@@ -61,7 +63,12 @@ afterAll(async () => {
 
 describe('ticket allocator on 2 MariaDB servers', () => {
   it('alternates servers round-robin, each ID in its server’s residue class', async () => {
-    const alloc = createTicketAllocator({ servers: [{ knex: a, offset: 1 }, { knex: b, offset: 2 }] });
+    const alloc = createTicketAllocator({
+      servers: [
+        { knex: a, offset: 1 },
+        { knex: b, offset: 2 },
+      ],
+    });
     try {
       const ids: bigint[] = [];
       for (let i = 0; i < 20; i++) ids.push(await alloc.next());
@@ -71,7 +78,10 @@ describe('ticket allocator on 2 MariaDB servers', () => {
       for (let i = 1; i < ids.length; i++) expect(ids[i]! % 2n).not.toBe(ids[i - 1]! % 2n);
       for (const id of ids) expect(typeof id).toBe('bigint');
       const st = await alloc.status();
-      expect(st.map((s) => [s.offset, s.increment, s.health])).toEqual([[1, 2, 'up'], [2, 2, 'up']]);
+      expect(st.map((s) => [s.offset, s.increment, s.health])).toEqual([
+        [1, 2, 'up'],
+        [2, 2, 'up'],
+      ]);
       expect(st[0]!.server?.engine).toBe('InnoDB');
       expect(st[1]!.server?.engine).toBe('MyISAM');
       expect(st[0]!.server?.sessionIncrement).toBe(2);
@@ -85,9 +95,26 @@ describe('ticket allocator on 2 MariaDB servers', () => {
 
   it('refuses bad server sets at startup with BAD_CONFIG', () => {
     const bad = [
-      { servers: [{ knex: a, offset: 1 }, { knex: b, offset: 1 }] },
-      { servers: [{ knex: a, offset: 1 }, { knex: b, offset: 3 }], increment: 2 },
-      { servers: [{ knex: a, offset: 1 }, { knex: b, offset: 2 }], increment: 1 },
+      {
+        servers: [
+          { knex: a, offset: 1 },
+          { knex: b, offset: 1 },
+        ],
+      },
+      {
+        servers: [
+          { knex: a, offset: 1 },
+          { knex: b, offset: 3 },
+        ],
+        increment: 2,
+      },
+      {
+        servers: [
+          { knex: a, offset: 1 },
+          { knex: b, offset: 2 },
+        ],
+        increment: 1,
+      },
       { servers: [] },
     ];
     for (const opts of bad) {
@@ -108,12 +135,22 @@ describe('ticket allocator on 2 MariaDB servers', () => {
 
   it('a server SIGKILLed mid-run: zero failed next() calls, zero duplicates, and it is probed back in', async () => {
     const alloc = createTicketAllocator({
-      servers: [{ knex: a, offset: 1 }, { knex: b, offset: 2 }],
+      servers: [
+        { knex: a, offset: 1 },
+        { knex: b, offset: 2 },
+      ],
       backoffInitialMs: 50,
       backoffMaxMs: 200,
     });
     // A second allocator with its own connections stands in for another process.
-    const other = createTicketAllocator({ servers: [{ knex: a, offset: 1 }, { knex: b, offset: 2 }], backoffInitialMs: 50, backoffMaxMs: 200 });
+    const other = createTicketAllocator({
+      servers: [
+        { knex: a, offset: 1 },
+        { knex: b, offset: 2 },
+      ],
+      backoffInitialMs: 50,
+      backoffMaxMs: 200,
+    });
     try {
       const run = drawMany(alloc, 8, 150);
       const run2 = drawMany(other, 4, 150);
@@ -144,7 +181,10 @@ describe('ticket allocator on 2 MariaDB servers', () => {
     const locker = connect(instB.url, { poolMax: 1 });
     handles.push(locker);
     const alloc = createTicketAllocator({
-      servers: [{ knex: a, offset: 1 }, { knex: b, offset: 2 }],
+      servers: [
+        { knex: a, offset: 1 },
+        { knex: b, offset: 2 },
+      ],
       statementTimeoutMs: 300,
       backoffInitialMs: 100,
       backoffMaxMs: 200,
@@ -210,15 +250,33 @@ describe('ticket allocator past 2^53 and reshard to 3 servers', () => {
   });
 
   it('reshard 2 → 3 while IDs are drawn: no duplicates, no failed calls, every ID in its class', async () => {
-    const old = createTicketAllocator({ servers: [{ knex: a, offset: 1 }, { knex: b, offset: 2 }], timeoutMs: 10_000 });
+    const old = createTicketAllocator({
+      servers: [
+        { knex: a, offset: 1 },
+        { knex: b, offset: 2 },
+      ],
+      timeoutMs: 10_000,
+    });
     const before = await drawMany(old, 4, 20);
     expect(before.failures).toEqual([]);
     const during = drawMany(old, 6, 100);
     await new Promise((r) => setTimeout(r, 50));
-    const result = await reshardTickets({ servers: [{ knex: a, offset: 1 }, { knex: b, offset: 2 }, { knex: c, offset: 3 }] });
+    const result = await reshardTickets({
+      servers: [
+        { knex: a, offset: 1 },
+        { knex: b, offset: 2 },
+        { knex: c, offset: 3 },
+      ],
+    });
     const maxBefore = before.ids.reduce((m, x) => (x > m ? x : m), 0n);
     expect(result.globalMax >= maxBefore).toBe(true);
-    const grown = createTicketAllocator({ servers: [{ knex: a, offset: 1 }, { knex: b, offset: 2 }, { knex: c, offset: 3 }] });
+    const grown = createTicketAllocator({
+      servers: [
+        { knex: a, offset: 1 },
+        { knex: b, offset: 2 },
+        { knex: c, offset: 3 },
+      ],
+    });
     try {
       const parallel = await drawMany(grown, 6, 50);
       const d = await during;
@@ -231,7 +289,11 @@ describe('ticket allocator past 2^53 and reshard to 3 servers', () => {
       expect(d.ids.some((id) => id <= result.globalMax)).toBe(true);
       expect(d.ids.some((id) => id > result.globalMax)).toBe(true);
       const st = await grown.status();
-      expect(st.map((s) => [s.offset, s.increment])).toEqual([[1, 3], [2, 3], [3, 3]]);
+      expect(st.map((s) => [s.offset, s.increment])).toEqual([
+        [1, 3],
+        [2, 3],
+        [3, 3],
+      ]);
       // Round-robin over 3 servers: each class gets a third of the calls.
       for (const r of [0n, 1n, 2n]) expect(parallel.ids.filter((id) => id % 3n === r).length).toBeGreaterThanOrEqual(90);
       // The old allocator followed the servers to their new pairs: what it drew after the

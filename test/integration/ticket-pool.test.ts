@@ -19,9 +19,11 @@ const ABOVE_2_53 = 2n ** 53n + 1000n;
 
 async function drawMany(alloc: TicketAllocator, callers: number, each: number): Promise<bigint[]> {
   const ids: bigint[] = [];
-  await Promise.all(Array.from({ length: callers }, async () => {
-    for (let i = 0; i < each; i++) ids.push(await alloc.next());
-  }));
+  await Promise.all(
+    Array.from({ length: callers }, async () => {
+      for (let i = 0; i < each; i++) ids.push(await alloc.next());
+    }),
+  );
   return ids;
 }
 
@@ -46,17 +48,30 @@ describe('ticket allocator from a mysql2 pool (MariaDB)', () => {
     await Promise.all(dbs.map((d) => d.drop()));
   });
 
-  const poolsFor = (kind: 'callback' | 'promise') => dbs.map((d) => {
-    const u = new URL(d.url);
-    const config = { host: u.hostname, port: Number(u.port || 3306), user: decodeURIComponent(u.username) || 'root', password: decodeURIComponent(u.password), database: u.pathname.slice(1), connectionLimit: 4 };
-    return kind === 'callback' ? mysql.createPool(config) : mysqlPromise.createPool(config);
-  });
+  const poolsFor = (kind: 'callback' | 'promise') =>
+    dbs.map((d) => {
+      const u = new URL(d.url);
+      const config = {
+        host: u.hostname,
+        port: Number(u.port || 3306),
+        user: decodeURIComponent(u.username) || 'root',
+        password: decodeURIComponent(u.password),
+        database: u.pathname.slice(1),
+        connectionLimit: 4,
+      };
+      return kind === 'callback' ? mysql.createPool(config) : mysqlPromise.createPool(config);
+    });
 
   for (const kind of ['callback', 'promise'] as const) {
     it(`${kind} pools with default options: exact IDs past 2^53, no duplicate, and the app's sessions keep their own auto_increment pair`, async () => {
       const pools = poolsFor(kind);
       try {
-        const alloc = createTicketAllocator({ servers: [{ pool: pools[0], offset: 1 }, { pool: pools[1], offset: 2 }] });
+        const alloc = createTicketAllocator({
+          servers: [
+            { pool: pools[0], offset: 1 },
+            { pool: pools[1], offset: 2 },
+          ],
+        });
         const ids = await drawMany(alloc, 8, 150);
         await alloc.close();
         expectTickets(ids);
@@ -71,15 +86,25 @@ describe('ticket allocator from a mysql2 pool (MariaDB)', () => {
           }
         }
       } finally {
-        await Promise.all(pools.map((p) => (kind === 'promise' ? (p as mysqlPromise.Pool).end() : new Promise<void>((r) => (p as mysql.Pool).end(() => r())))));
+        await Promise.all(
+          pools.map((p) =>
+            kind === 'promise' ? (p as mysqlPromise.Pool).end() : new Promise<void>((r) => (p as mysql.Pool).end(() => r())),
+          ),
+        );
       }
     });
   }
 
   it('a pool that is not one, or both knex and pool, is BAD_CONFIG naming what is accepted', () => {
-    expect(() => createTicketAllocator({ servers: [{ pool: { query() {} }, offset: 1 }] })).toThrow(expect.objectContaining({ code: 'BAD_CONFIG', message: expect.stringMatching(/mysql2 pool/) }));
-    expect(() => createTicketAllocator({ servers: [{ pool: {}, knex: dbs[0]!.knex, offset: 1 }] })).toThrow(expect.objectContaining({ code: 'BAD_CONFIG', message: expect.stringMatching(/both knex and pool/) }));
-    expect(() => createTicketAllocator({ servers: [{ offset: 1 }] })).toThrow(expect.objectContaining({ code: 'BAD_CONFIG', message: expect.stringMatching(/servers\[0\]\.pool/) }));
+    expect(() => createTicketAllocator({ servers: [{ pool: { query() {} }, offset: 1 }] })).toThrow(
+      expect.objectContaining({ code: 'BAD_CONFIG', message: expect.stringMatching(/mysql2 pool/) }),
+    );
+    expect(() => createTicketAllocator({ servers: [{ pool: {}, knex: dbs[0]!.knex, offset: 1 }] })).toThrow(
+      expect.objectContaining({ code: 'BAD_CONFIG', message: expect.stringMatching(/both knex and pool/) }),
+    );
+    expect(() => createTicketAllocator({ servers: [{ offset: 1 }] })).toThrow(
+      expect.objectContaining({ code: 'BAD_CONFIG', message: expect.stringMatching(/servers\[0\]\.pool/) }),
+    );
   });
 });
 
@@ -99,7 +124,9 @@ describe('ticket allocator from PostgreSQL pools (pg.Pool, postgres.js)', () => 
   async function pushPast253(): Promise<void> {
     // The sequence behind the tickets: find it rather than assume its name.
     for (const [i, d] of dbs.entries()) {
-      const r = await d.knex.raw(`SELECT schemaname || '.' || sequencename AS seq FROM pg_sequences WHERE sequencename LIKE ?`, [`${ticketObjectName('default')}%`]);
+      const r = await d.knex.raw(`SELECT schemaname || '.' || sequencename AS seq FROM pg_sequences WHERE sequencename LIKE ?`, [
+        `${ticketObjectName('default')}%`,
+      ]);
       expect(r.rows).toHaveLength(1);
       await d.knex.raw(`SELECT setval(?::regclass, ?)`, [r.rows[0].seq, String(ABOVE_2_53 + BigInt(i + 1) + 2n)]);
     }
@@ -113,7 +140,12 @@ describe('ticket allocator from PostgreSQL pools (pg.Pool, postgres.js)', () => 
       // The pool rounds int8 for the app's own queries: shown, so the test means something.
       const r = await pools[0]!.query(`SELECT (2^53 + 1)::int8 AS x`);
       expect(Number.isSafeInteger(r.rows[0].x)).toBe(false);
-      const alloc = createTicketAllocator({ servers: [{ pool: pools[0], offset: 1 }, { pool: pools[1], offset: 2 }] });
+      const alloc = createTicketAllocator({
+        servers: [
+          { pool: pools[0], offset: 1 },
+          { pool: pools[1], offset: 2 },
+        ],
+      });
       const ids = await drawMany(alloc, 8, 100);
       await alloc.close();
       expectTickets(ids);
@@ -126,7 +158,12 @@ describe('ticket allocator from PostgreSQL pools (pg.Pool, postgres.js)', () => 
     await pushPast253();
     const sqls = dbs.map((d) => postgres(d.url, { max: 2 }));
     try {
-      const alloc = createTicketAllocator({ servers: [{ pool: sqls[0], offset: 1 }, { pool: sqls[1], offset: 2 }] });
+      const alloc = createTicketAllocator({
+        servers: [
+          { pool: sqls[0], offset: 1 },
+          { pool: sqls[1], offset: 2 },
+        ],
+      });
       const ids = await drawMany(alloc, 8, 100);
       await alloc.close();
       expectTickets(ids);

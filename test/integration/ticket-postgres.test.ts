@@ -10,7 +10,9 @@ describe.each(['postgres', 'pglite'] as const)('tickets on %s sequences', (flavo
     db = await createTestDb(flavor, 'tickets');
     await migrate(db.knex, { segments: false, tickets: { sequences: ['default', 'big'], increment: 4, offset: 3 } });
   });
-  afterAll(async () => { await db.drop(); });
+  afterAll(async () => {
+    await db.drop();
+  });
 
   it('draws IDs ≡ offset (mod increment), unique, as bigint', async () => {
     const alloc = createTicketAllocator({ servers: [{ knex: db.knex, offset: 3 }], increment: 4 });
@@ -67,7 +69,9 @@ describe.each(['postgres', 'pglite'] as const)('ticket reshard with a margin (fa
     db = await createTestDb(flavor, 'tickmargin');
     await migrate(db.knex, { segments: false, tickets: { increment: 2, offset: 1 } });
   });
-  afterAll(async () => { await db.drop(); });
+  afterAll(async () => {
+    await db.drop();
+  });
 
   it('the same server set, reopened a margin above the maximum: the next ID clears every draw the margin covers', async () => {
     const alloc = createTicketAllocator({ servers: [{ knex: db.knex, offset: 1 }], increment: 2 });
@@ -77,7 +81,9 @@ describe.each(['postgres', 'pglite'] as const)('ticket reshard with a margin (fa
       expect(r.globalMax).toBe(last);
       expect(r.servers[0]!.firstId).toBe(last + 1_000_002n); // the first ID ≡ 1 (mod 2) above last + margin
       expect(await alloc.next()).toBe(last + 1_000_002n);
-      await expect(reshardTickets({ servers: [{ knex: db.knex, offset: 1 }], increment: 2, margin: -1 })).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+      await expect(reshardTickets({ servers: [{ knex: db.knex, offset: 1 }], increment: 2, margin: -1 })).rejects.toMatchObject({
+        code: 'BAD_ARGUMENT',
+      });
     } finally {
       await alloc.close();
     }
@@ -92,20 +98,38 @@ describe('tickets on two PostgreSQL databases as two servers', () => {
     await migrate(one.knex, { segments: false, tickets: { increment: 2, offset: 1 } });
     await migrate(two.knex, { segments: false, tickets: { increment: 2, offset: 2 } });
   });
-  afterAll(async () => { await Promise.all([one.drop(), two.drop()]); });
+  afterAll(async () => {
+    await Promise.all([one.drop(), two.drop()]);
+  });
 
   it('round-robin, and a reshard to increment 3 while 6 callers draw: no failure, no duplicate', async () => {
-    const alloc = createTicketAllocator({ servers: [{ knex: one.knex, offset: 1 }, { knex: two.knex, offset: 2 }], timeoutMs: 10_000 });
+    const alloc = createTicketAllocator({
+      servers: [
+        { knex: one.knex, offset: 1 },
+        { knex: two.knex, offset: 2 },
+      ],
+      timeoutMs: 10_000,
+    });
     try {
       const first = [await alloc.next(), await alloc.next(), await alloc.next(), await alloc.next()];
       expect(first.map((x) => x % 2n)).toEqual([1n, 0n, 1n, 0n]);
       const ids: bigint[] = [...first];
       const failures: unknown[] = [];
       const callers = Array.from({ length: 6 }, async () => {
-        for (let i = 0; i < 60; i++) await alloc.next().then((id) => ids.push(id), (e: unknown) => failures.push(e));
+        for (let i = 0; i < 60; i++)
+          await alloc.next().then(
+            (id) => ids.push(id),
+            (e: unknown) => failures.push(e),
+          );
       });
       await new Promise((r) => setTimeout(r, 30));
-      const r = await reshardTickets({ servers: [{ knex: one.knex, offset: 1 }, { knex: two.knex, offset: 3 }], increment: 3 });
+      const r = await reshardTickets({
+        servers: [
+          { knex: one.knex, offset: 1 },
+          { knex: two.knex, offset: 3 },
+        ],
+        increment: 3,
+      });
       await Promise.all(callers);
       expect(failures).toEqual([]);
       expect(new Set(ids.map(String)).size).toBe(ids.length);

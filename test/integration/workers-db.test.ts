@@ -17,7 +17,9 @@ describe.each(ALL_FLAVORS)('worker ids on %s', (flavor) => {
     db = await createTestDb(flavor, 'workers');
     store = createKnexWorkerIdStore(db.knex, REF);
   });
-  afterAll(async () => { await db?.drop(); });
+  afterAll(async () => {
+    await db?.drop();
+  });
 
   it('before migrating, a claim is NOT_MIGRATED naming the command', async () => {
     const err = await store.claim('g', 3, newHolder(), 1000).catch((e: unknown) => e);
@@ -56,7 +58,12 @@ describe.each(ALL_FLAVORS)('worker ids on %s', (flavor) => {
     // The old holder's token no longer renews it.
     expect(await store.renew('a', 1, holders[1]!.token, 60_000, 1n)).toBe(false);
     const rows = await store.list('a');
-    expect(rows.map((r) => [r.workerId, r.alive, r.pid])).toEqual([[0, true, process.pid], [1, true, process.pid], [2, true, process.pid], [3, true, process.pid]]);
+    expect(rows.map((r) => [r.workerId, r.alive, r.pid])).toEqual([
+      [0, true, process.pid],
+      [1, true, process.pid],
+      [2, true, process.pid],
+      [3, true, process.pid],
+    ]);
   });
 
   it('an expired lease is taken over by the database clock; a live one is not', async () => {
@@ -82,7 +89,9 @@ describe.each(['mysql', 'postgres'] as const)('worker-id claims racing on %s', (
     db = await createTestDb(flavor, 'workers_race');
     await migrate(db.knex, { segments: false, workers: true });
   });
-  afterAll(async () => { await db?.drop(); });
+  afterAll(async () => {
+    await db?.drop();
+  });
 
   it('claims racing on separate connections never share an id', async () => {
     const handles = [db.knex, db.another(), db.another(), db.another()];
@@ -110,8 +119,12 @@ describe.each(['mysql', 'postgres'] as const)('worker-id claims racing on %s', (
 
 describe('idlease migrate --workers', () => {
   let db: TestDb;
-  beforeAll(async () => { db = await createTestDb('postgres', 'workers_cli'); });
-  afterAll(async () => { await db?.drop(); });
+  beforeAll(async () => {
+    db = await createTestDb('postgres', 'workers_cli');
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
   it('installs and removes the table', async () => {
     const up = await runCli(['--url', db.url, 'migrate', '--no-segments', '--workers', '--json']);
     expect(up.code, up.stderr).toBe(0);

@@ -9,7 +9,18 @@
  * ALONE list of vitest.config.ts.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -19,11 +30,17 @@ import { REPO_ROOT } from '../helpers/cli.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 
 const repoPkg = JSON.parse(readFileSync(path.join(REPO_ROOT, 'package.json'), 'utf8')) as {
-  version: string; files: string[]; devDependencies: Record<string, string>;
+  version: string;
+  files: string[];
+  devDependencies: Record<string, string>;
 };
 const TARBALL = `idlease-${repoPkg.version}.tgz`;
 
-interface Run { code: number | null; stdout: string; stderr: string }
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
 
 function run(cmd: string, args: string[], cwd: string, env: NodeJS.ProcessEnv = {}, timeoutMs = 240_000): Promise<Run> {
   return new Promise((resolve, reject) => {
@@ -57,7 +74,10 @@ const NPM_INSTALL = ['install', '--prefer-offline', '--no-audit', '--no-fund', '
 /** The files a fresh clone of this checkout has: tracked and new ones, nothing ignored (no dist/, no node_modules). */
 function freshCopy(into: string): void {
   const ls = spawnSync('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], { cwd: REPO_ROOT, encoding: 'utf8' });
-  if (ls.status !== 0) throw new Error(`git ls-files failed in ${REPO_ROOT} (this test copies the checkout's files; it needs git and a git checkout): ${ls.stderr}`);
+  if (ls.status !== 0)
+    throw new Error(
+      `git ls-files failed in ${REPO_ROOT} (this test copies the checkout's files; it needs git and a git checkout): ${ls.stderr}`,
+    );
   for (const file of ls.stdout.split('\0')) {
     if (file === '' || file === 'node_modules' || !existsSync(path.join(REPO_ROOT, file))) continue;
     mkdirSync(path.dirname(path.join(into, file)), { recursive: true });
@@ -68,11 +88,14 @@ function freshCopy(into: string): void {
 /** Every file in a directory tree, relative, with / separators. */
 function filesUnder(dir: string, prefix = ''): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
-    e.isDirectory() ? filesUnder(path.join(dir, e.name), `${prefix}${e.name}/`) : [`${prefix}${e.name}`]);
+    e.isDirectory() ? filesUnder(path.join(dir, e.name), `${prefix}${e.name}/`) : [`${prefix}${e.name}`],
+  );
 }
 
 async function publicTables(knex: Knex): Promise<string[]> {
-  const res = (await knex.raw(`SELECT tablename::text AS name FROM pg_tables WHERE schemaname = 'public' ORDER BY 1`)) as { rows: Array<{ name: string }> };
+  const res = (await knex.raw(`SELECT tablename::text AS name FROM pg_tables WHERE schemaname = 'public' ORDER BY 1`)) as {
+    rows: Array<{ name: string }>;
+  };
   return res.rows.map((r) => r.name);
 }
 
@@ -84,7 +107,9 @@ describe(`the packed tarball (${TARBALL}) installed into a new app`, () => {
 
   beforeAll(async () => {
     if (!existsSync(path.join(REPO_ROOT, 'node_modules/typescript/package.json'))) {
-      throw new Error(`${REPO_ROOT}/node_modules has no typescript: run \`npm ci\` in the checkout first (this test packs it and installs from the npm cache it fills).`);
+      throw new Error(
+        `${REPO_ROOT}/node_modules has no typescript: run \`npm ci\` in the checkout first (this test packs it and installs from the npm cache it fills).`,
+      );
     }
     work = mkdtempSync(path.join(tmpdir(), 'idlease-pack-'));
     // A fresh clone after `npm ci`: the checkout's files and its dependencies, no dist/.
@@ -100,9 +125,20 @@ describe(`the packed tarball (${TARBALL}) installed into a new app`, () => {
     writeFileSync(path.join(app, 'package.json'), JSON.stringify({ name: 'app', private: true, type: 'module' }, null, 2));
     const r = await run('npm', [...NPM_INSTALL, path.join(work, TARBALL)], app);
     if (r.code !== 0) {
-      throw new Error(`npm install of the tarball failed. It installs from the npm cache that \`npm ci\` filled, and asks registry.npmjs.org for the rest: run \`npm ci\` in the checkout, with the registry reachable. ${show(r)}`);
+      throw new Error(
+        `npm install of the tarball failed. It installs from the npm cache that \`npm ci\` filled, and asks registry.npmjs.org for the rest: run \`npm ci\` in the checkout, with the registry reachable. ${show(r)}`,
+      );
     }
-    await ok('npm', [...NPM_INSTALL, '--save-dev', `typescript@${repoPkg.devDependencies.typescript}`, `@types/node@${repoPkg.devDependencies['@types/node']}`], app);
+    await ok(
+      'npm',
+      [
+        ...NPM_INSTALL,
+        '--save-dev',
+        `typescript@${repoPkg.devDependencies.typescript}`,
+        `@types/node@${repoPkg.devDependencies['@types/node']}`,
+      ],
+      app,
+    );
     pkgDir = path.join(app, 'node_modules/idlease');
   }, 600_000);
 
@@ -112,11 +148,26 @@ describe(`the packed tarball (${TARBALL}) installed into a new app`, () => {
 
   it('ships what the README and package.json name, and nothing that points at what is not shipped', () => {
     const files = filesUnder(pkgDir);
-    for (const f of ['LICENSE', 'README.md', 'CHANGELOG.md', 'package.json', 'bin/idlease.js', 'dist/src/index.js', 'dist/src/index.d.ts', 'docs/serve.md']) {
+    for (const f of [
+      'LICENSE',
+      'README.md',
+      'CHANGELOG.md',
+      'package.json',
+      'bin/idlease.js',
+      'dist/src/index.js',
+      'dist/src/index.d.ts',
+      'docs/serve.md',
+    ]) {
       expect(files, f).toContain(f);
     }
-    expect(files.filter((f) => f.endsWith('.map')), 'source maps (src/ is not shipped)').toEqual([]);
-    expect(files.filter((f) => /sourceMappingURL/.test(f.endsWith('.js') ? readFileSync(path.join(pkgDir, f), 'utf8') : '')), 'sourceMappingURL comments').toEqual([]);
+    expect(
+      files.filter((f) => f.endsWith('.map')),
+      'source maps (src/ is not shipped)',
+    ).toEqual([]);
+    expect(
+      files.filter((f) => /sourceMappingURL/.test(f.endsWith('.js') ? readFileSync(path.join(pkgDir, f), 'utf8') : '')),
+      'sourceMappingURL comments',
+    ).toEqual([]);
     // Only files knex can load: its default extensions take .ts, so a .d.ts here kills the knex CLI.
     const migrations = files.filter((f) => f.startsWith('dist/migrations/'));
     expect(migrations.length).toBeGreaterThan(0);
@@ -127,14 +178,23 @@ describe(`the packed tarball (${TARBALL}) installed into a new app`, () => {
     const readme = readFileSync(path.join(pkgDir, 'README.md'), 'utf8');
     const links = [...readme.matchAll(/\]\(([^)#\s]+)(?:#[^)]*)?\)/g)].map((m) => m[1]!).filter((l) => !/^[a-z]+:/.test(l));
     expect(links.length).toBeGreaterThan(10);
-    expect(links.filter((l) => !existsSync(path.join(pkgDir, l))), 'README links to files the package lacks').toEqual([]);
+    expect(
+      links.filter((l) => !existsSync(path.join(pkgDir, l))),
+      'README links to files the package lacks',
+    ).toEqual([]);
     const pkg = JSON.parse(readFileSync(path.join(pkgDir, 'package.json'), 'utf8')) as Record<string, unknown>;
     expect(pkg).toMatchObject({
-      license: 'MIT', type: 'module', engines: { node: '>=20' },
-      repository: { url: 'git+https://github.com/idlease/idlease.git' }, homepage: expect.stringContaining('github.com/idlease/idlease'), bugs: { url: expect.stringContaining('github.com/idlease/idlease') },
+      license: 'MIT',
+      type: 'module',
+      engines: { node: '>=20' },
+      repository: { url: 'git+https://github.com/idlease/idlease.git' },
+      homepage: expect.stringContaining('github.com/idlease/idlease'),
+      bugs: { url: expect.stringContaining('github.com/idlease/idlease') },
     });
     expect(readFileSync(path.join(pkgDir, 'LICENSE'), 'utf8')).toMatch(/MIT License[\s\S]*Copyright \(c\) 2026 idlease contributors/);
-    expect(readFileSync(path.join(pkgDir, 'CHANGELOG.md'), 'utf8')).toMatch(new RegExp(`^## ${repoPkg.version.replace(/\./g, '\\.')}\\b`, 'm'));
+    expect(readFileSync(path.join(pkgDir, 'CHANGELOG.md'), 'utf8')).toMatch(
+      new RegExp(`^## ${repoPkg.version.replace(/\./g, '\\.')}\\b`, 'm'),
+    );
   });
 
   it('`npx idlease --version` prints the package version', async () => {
@@ -143,15 +203,33 @@ describe(`the packed tarball (${TARBALL}) installed into a new app`, () => {
   });
 
   it('type-checks strictly (NodeNext, no skipLibCheck) and runs, importing every export path; ESM only', async () => {
-    writeFileSync(path.join(app, 'tsconfig.json'), JSON.stringify({
-      compilerOptions: {
-        target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', lib: ['ES2022'], types: ['node'],
-        strict: true, noUncheckedIndexedAccess: true, exactOptionalPropertyTypes: true, skipLibCheck: false,
-        verbatimModuleSyntax: true, outDir: 'build', rootDir: '.',
-      },
-      files: ['app.ts'],
-    }, null, 2));
-    writeFileSync(path.join(app, 'app.ts'), `
+    writeFileSync(
+      path.join(app, 'tsconfig.json'),
+      JSON.stringify(
+        {
+          compilerOptions: {
+            target: 'ES2022',
+            module: 'NodeNext',
+            moduleResolution: 'NodeNext',
+            lib: ['ES2022'],
+            types: ['node'],
+            strict: true,
+            noUncheckedIndexedAccess: true,
+            exactOptionalPropertyTypes: true,
+            skipLibCheck: false,
+            verbatimModuleSyntax: true,
+            outDir: 'build',
+            rootDir: '.',
+          },
+          files: ['app.ts'],
+        },
+        null,
+        2,
+      ),
+    );
+    writeFileSync(
+      path.join(app, 'app.ts'),
+      `
 import * as idlease from 'idlease';
 import { addTag, connect, createSegmentAllocator, decodeId, migrate, type MigrateResult } from 'idlease';
 import * as metrics from 'idlease/metrics';
@@ -174,20 +252,30 @@ console.log(JSON.stringify({
   decode: typeof decodeId, collectMetrics: typeof collectMetrics, conformance: typeof segmentStoreConformance,
   exports: [Object.keys(idlease).length > 20, Object.keys(metrics), Object.keys(testing)],
 }));
-`);
+`,
+    );
     const tsc = await run('npx', ['--no-install', 'tsc', '-p', '.'], app);
     expect(tsc.code, `tsc in the app: ${show(tsc)}`).toBe(0);
     const r = await ok(process.execPath, ['build/app.js'], app);
     expect(JSON.parse(r.stdout)).toEqual({
-      ids: ['1', '2', '3'], applied: ['segments:idlease_segments'], next: 'bigint', store: 'undefined',
-      decode: 'function', collectMetrics: 'function', conformance: 'function',
+      ids: ['1', '2', '3'],
+      applied: ['segments:idlease_segments'],
+      next: 'bigint',
+      store: 'undefined',
+      decode: 'function',
+      collectMetrics: 'function',
+      conformance: 'function',
       exports: [true, ['collectMetrics'], ['segmentStoreConformance']],
     });
     // ESM only, as the README says: CommonJS gets a clear refusal from require and the package from import().
     const required = await run(process.execPath, ['--input-type=commonjs', '-e', "require('idlease')"], app);
     expect(required.code).not.toBe(0);
     expect(required.stderr).toMatch(/ERR_PACKAGE_PATH_NOT_EXPORTED/);
-    const imported = await ok(process.execPath, ['--input-type=commonjs', '-e', "import('idlease').then((m) => console.log(typeof m.connect))"], app);
+    const imported = await ok(
+      process.execPath,
+      ['--input-type=commonjs', '-e', "import('idlease').then((m) => console.log(typeof m.connect))"],
+      app,
+    );
     expect(imported.stdout).toBe('function\n');
   });
 
@@ -200,17 +288,26 @@ console.log(JSON.stringify({
 
   describe("the README's knex CLI route and idlease migrate beside the app's own knex bookkeeping (PostgreSQL)", () => {
     let db: TestDb;
-    beforeAll(async () => { db = await createTestDb('postgres', 'pack_knex'); });
-    afterAll(async () => { await db?.drop(); });
+    beforeAll(async () => {
+      db = await createTestDb('postgres', 'pack_knex');
+    });
+    afterAll(async () => {
+      await db?.drop();
+    });
 
-    it('knex runs the shipped files; idlease migrate moves nothing of knex\'s; neither knex run re-runs a step', async () => {
+    it("knex runs the shipped files; idlease migrate moves nothing of knex's; neither knex run re-runs a step", async () => {
       const env = { DATABASE_URL: db.url };
       // The app's own migrations, in knex's default bookkeeping (public.knex_migrations).
       mkdirSync(path.join(app, 'migrations'), { recursive: true });
-      writeFileSync(path.join(app, 'migrations/20250101000000_users.js'),
+      writeFileSync(
+        path.join(app, 'migrations/20250101000000_users.js'),
         "export const up = (knex) => knex.schema.createTable('users', (t) => { t.bigInteger('id').primary(); });\n" +
-        "export const down = (knex) => knex.schema.dropTable('users');\n");
-      writeFileSync(path.join(app, 'knexfile.js'), "export default { client: 'pg', connection: process.env.DATABASE_URL, migrations: { directory: './migrations' } };\n");
+          "export const down = (knex) => knex.schema.dropTable('users');\n",
+      );
+      writeFileSync(
+        path.join(app, 'knexfile.js'),
+        "export default { client: 'pg', connection: process.env.DATABASE_URL, migrations: { directory: './migrations' } };\n",
+      );
       expect((await ok('npx', ['--no-install', 'knex', 'migrate:latest'], app, env)).stdout).toMatch(/Batch 1 run: 1 migrations/);
 
       // The README's blocks marked `installed`, as written: the knexfile (named by its first line) and the commands.
@@ -232,7 +329,9 @@ console.log(JSON.stringify({
       expect(migrated.stdout).not.toMatch(/moved/);
       expect(await publicTables(db.knex)).toEqual(before);
       expect((await ok('npx', ['--no-install', 'knex', 'migrate:latest'], app, env)).stdout).toMatch(/Already up to date/);
-      expect((await ok('npx', ['--no-install', 'knex', 'migrate:latest', '--knexfile', name!], app, env)).stdout).toMatch(/Already up to date/);
+      expect((await ok('npx', ['--no-install', 'knex', 'migrate:latest', '--knexfile', name!], app, env)).stdout).toMatch(
+        /Already up to date/,
+      );
       expect(await publicTables(db.knex)).toEqual(before);
       // And the segment table the knex files installed is the one the CLI uses.
       await ok('npx', ['--no-install', 'idlease', '--url', db.url, 'tag', 'add', 'order'], app);
@@ -240,7 +339,99 @@ console.log(JSON.stringify({
     });
   });
 
-  it('`npm install <path to a fresh checkout>` stops with the README\'s way instead of `tsc: not found`', async () => {
+  describe('an app with only a pool: knex deleted from node_modules (issue 22)', () => {
+    const dbs: TestDb[] = [];
+    beforeAll(async () => {
+      for (const flavor of ['postgres', 'mysql'] as const) {
+        const db = await createTestDb(flavor, 'pack_pool');
+        dbs.push(db);
+        // Creating the tables is knex's job (migrate); the app below runs without it.
+        const next = flavor === 'postgres' ? ['--next-id'] : [];
+        await ok(
+          'npx',
+          [
+            '--no-install',
+            'idlease',
+            '--url',
+            db.url,
+            'migrate',
+            '--workers',
+            '--tickets',
+            '--tickets-increment',
+            '1',
+            '--tickets-offset',
+            '1',
+            ...next,
+          ],
+          app,
+        );
+      }
+    });
+    afterAll(async () => {
+      await Promise.all(dbs.map((d) => d.drop()));
+    });
+
+    it('a pg.Pool runs segment, ticket and snowflake allocators, tag admin and the next_id() bump; a mysql2 pool the three allocators', async () => {
+      const script = `
+import pg from 'pg';
+import mysql from 'mysql2';
+import { addTag, listTags, bumpNextId, createSegmentAllocator, createTicketAllocator, createSnowflakeAllocator } from 'idlease';
+const [pgUrl, myUrl] = process.argv.slice(2);
+const out = {};
+async function allocators(name, pool, admin) {
+  if (admin) {
+    await addTag(pool, { tag: 'order' });
+    out[name + ' tags'] = (await listTags(pool)).map((r) => r.tag);
+    out[name + ' bump'] = typeof (await bumpNextId(pool, { aheadMs: 10 }));
+  } else {
+    await addTag(pool, { tag: 'order' });
+  }
+  const seg = createSegmentAllocator({ pool, tag: 'order' });
+  const tick = createTicketAllocator({ servers: [{ pool, offset: 1 }] });
+  const snow = createSnowflakeAllocator({ pool });
+  const ids = [];
+  for (let i = 0; i < 50; i++) ids.push(await seg.next(), await tick.next(), await snow.next());
+  await Promise.all([seg.close(), tick.close(), snow.close()]);
+  out[name + ' ids'] = ids.length;
+  out[name + ' distinct per mechanism'] = [0, 1, 2].map((k) => new Set(ids.filter((_, i) => i % 3 === k)).size);
+}
+const pgPool = new pg.Pool({ connectionString: pgUrl, max: 4 });
+await allocators('pg', pgPool, true);
+await pgPool.end();
+const myPool = mysql.createPool({ uri: myUrl, connectionLimit: 4 });
+await allocators('mysql2', myPool, false);
+await new Promise((r) => myPool.end(r));
+const loaded = Object.keys((await import('node:module')).createRequire(import.meta.url).cache).filter((k) => k.includes('/knex'));
+out.knexLoaded = loaded.length;
+console.log(JSON.stringify(out));
+`;
+      writeFileSync(path.join(app, 'pool-only.mjs'), script);
+      // knex and knex-pglite come with idlease; an app on a pool must run with them gone.
+      const moved = ['knex', 'knex-pglite'].filter((m) => existsSync(path.join(app, 'node_modules', m)));
+      expect(moved, 'npm installed knex into the app (it is a dependency of idlease)').toContain('knex');
+      for (const m of moved) renameSync(path.join(app, 'node_modules', m), path.join(work, `${m}.removed`));
+      try {
+        const r = await ok('node', ['pool-only.mjs', dbs[0]!.url, dbs[1]!.url], app);
+        expect(JSON.parse(r.stdout)).toEqual({
+          'pg tags': ['order'],
+          'pg bump': 'object',
+          'pg ids': 150,
+          'pg distinct per mechanism': [50, 50, 50],
+          'mysql2 ids': 150,
+          'mysql2 distinct per mechanism': [50, 50, 50],
+          knexLoaded: 0,
+        });
+        // The control: the same app reaching for knex fails now, so the run above never needed it.
+        const control = await run('node', ['-e', "import('idlease').then((m) => m.connect('postgres://x@127.0.0.1/x'))"], app);
+        expect(control.code).not.toBe(0);
+        expect(control.stderr).toMatch(/Cannot find module 'knex'/);
+      } finally {
+        for (const m of moved) renameSync(path.join(work, `${m}.removed`), path.join(app, 'node_modules', m));
+      }
+    });
+  });
+
+  it("`npm install <path to a fresh checkout>` stops with the README's way instead of `tsc: not found`", async () => {
     const bare = path.join(work, 'bare-checkout');
     freshCopy(bare);
     const other = path.join(work, 'app-from-checkout');

@@ -33,7 +33,19 @@ function runPush(dialect: 'postgresql' | 'mysql', url: string, schemaFile: strin
   return new Promise((resolve, reject) => {
     const child = spawn(
       process.execPath,
-      [DRIZZLE_KIT, 'push', '--dialect', dialect, '--schema', `./test/recipes/drizzle/${schemaFile}`, '--url', url, '--verbose', '--strict', ...extra],
+      [
+        DRIZZLE_KIT,
+        'push',
+        '--dialect',
+        dialect,
+        '--schema',
+        `./test/recipes/drizzle/${schemaFile}`,
+        '--url',
+        url,
+        '--verbose',
+        '--strict',
+        ...extra,
+      ],
       { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FORCE_COLOR: '0', NO_COLOR: '1' } },
     );
     let output = '';
@@ -54,10 +66,18 @@ function planOf(run: PushRun): Plan {
   const none = /No changes detected/.test(output);
   const planned = /You are about to execute/.test(output);
   if (!/Pulling schema from database/.test(output) || (!none && !planned)) {
-    throw new Error(`drizzle-kit push did not print a plan (exit ${String(run.code)}; is drizzle-kit installed? npm ci --prefix test/recipes). Its output:\n${output}`);
+    throw new Error(
+      `drizzle-kit push did not print a plan (exit ${String(run.code)}; is drizzle-kit installed? npm ci --prefix test/recipes). Its output:\n${output}`,
+    );
   }
-  const statements = none ? [] : output.split('\n').map((l) => l.trim()).filter((l) => /^(CREATE|ALTER|DROP|COMMENT|TRUNCATE|INSERT|UPDATE|DELETE)\b/i.test(l));
-  if (planned && statements.length === 0) throw new Error(`drizzle-kit push announced statements but none could be read from its output:\n${output}`);
+  const statements = none
+    ? []
+    : output
+        .split('\n')
+        .map((l) => l.trim())
+        .filter((l) => /^(CREATE|ALTER|DROP|COMMENT|TRUNCATE|INSERT|UPDATE|DELETE)\b/i.test(l));
+  if (planned && statements.length === 0)
+    throw new Error(`drizzle-kit push announced statements but none could be read from its output:\n${output}`);
   return { statements, output };
 }
 
@@ -75,7 +95,11 @@ describe('drizzle-kit push on a database with idlease (PostgreSQL)', () => {
   let pub: TestDb;
   let legacy: TestDb;
   beforeAll(async () => {
-    [own, pub, legacy] = await Promise.all([createTestDb('postgres', 'dk_own'), createTestDb('postgres', 'dk_pub'), createTestDb('postgres', 'dk_legacy')]);
+    [own, pub, legacy] = await Promise.all([
+      createTestDb('postgres', 'dk_own'),
+      createTestDb('postgres', 'dk_pub'),
+      createTestDb('postgres', 'dk_legacy'),
+    ]);
     const objects = { segments: true, tickets: true, workers: true } as const;
     await migrate(own.knex, { ...objects, nextId: { schema: 'ids' } });
     await createOrders(own, 'ids.next_id()');
@@ -93,7 +117,7 @@ describe('drizzle-kit push on a database with idlease (PostgreSQL)', () => {
     expect(plan.statements, plan.output).toEqual([]);
   });
 
-  it("next_id() in public, its sequence declared with pgSequence: no change at all", { timeout: 30_000 }, async () => {
+  it('next_id() in public, its sequence declared with pgSequence: no change at all', { timeout: 30_000 }, async () => {
     const plan = await pushPlan(pub.url, 'orders-next-id-public.ts');
     expect(plan.statements, plan.output).toEqual([]);
   });
@@ -107,7 +131,13 @@ describe('drizzle-kit push on a database with idlease (PostgreSQL)', () => {
   it("control: with idlease's tables in public (schema: 'public'), push plans to drop them", { timeout: 30_000 }, async () => {
     const plan = await pushPlan(legacy.url, 'orders-next-id-public.ts');
     const dropped = plan.statements.filter((s) => /^DROP TABLE/i.test(s)).join('\n');
-    for (const table of ['idlease_migrations', 'idlease_migrations_lock', 'idlease_segments', 'idlease_workers', 'idlease_ticket_schemes']) {
+    for (const table of [
+      'idlease_migrations',
+      'idlease_migrations_lock',
+      'idlease_segments',
+      'idlease_workers',
+      'idlease_ticket_schemes',
+    ]) {
       expect(dropped, plan.output).toContain(`"${table}"`);
     }
   });
@@ -122,7 +152,11 @@ describe('drizzle-kit push on MariaDB', () => {
   let ids: TestDb;
   let shared: TestDb;
   beforeAll(async () => {
-    [app, ids, shared] = await Promise.all([createTestDb('mysql', 'dk_app'), createTestDb('mysql', 'dk_ids'), createTestDb('mysql', 'dk_shared')]);
+    [app, ids, shared] = await Promise.all([
+      createTestDb('mysql', 'dk_app'),
+      createTestDb('mysql', 'dk_ids'),
+      createTestDb('mysql', 'dk_shared'),
+    ]);
     const orders = 'CREATE TABLE orders (id bigint NOT NULL PRIMARY KEY, note text NOT NULL)';
     await app.knex.raw(orders);
     await migrate(ids.knex, { segments: true, tickets: true, workers: true });
@@ -137,19 +171,26 @@ describe('drizzle-kit push on MariaDB', () => {
     const plan = planOf(await runPush('mysql', app.url, 'orders-mysql.ts'));
     // drizzle-kit 0.31 misreads MariaDB's primary keys and plans to re-add orders' own; that is
     // its business. None of the statements may touch idlease.
-    expect(plan.statements.filter((s) => /idlease/i.test(s)), plan.output).toEqual([]);
+    expect(
+      plan.statements.filter((s) => /idlease/i.test(s)),
+      plan.output,
+    ).toEqual([]);
   });
 
-  it("idlease beside the app's tables: drizzle-kit 0.31 cannot read the database at all (tablesFilter or not)", { timeout: 30_000 }, async () => {
-    // Its CHECK-constraint query reads information_schema columns by upper-case name, which
-    // MariaDB does not return, and ignores tablesFilter: idlease's CHECKs make it exit 1 with no
-    // message. If this starts passing, drizzle-kit was fixed: update docs/schema.md.
-    for (const extra of [[], ['--tablesFilter', '!idlease_*']]) {
-      const run = await runPush('mysql', shared.url, 'orders-mysql.ts', extra);
-      expect(run.code, run.output).toBe(1);
-      expect(run.output).not.toMatch(/You are about to execute|No changes detected/);
-    }
-  });
+  it(
+    "idlease beside the app's tables: drizzle-kit 0.31 cannot read the database at all (tablesFilter or not)",
+    { timeout: 30_000 },
+    async () => {
+      // Its CHECK-constraint query reads information_schema columns by upper-case name, which
+      // MariaDB does not return, and ignores tablesFilter: idlease's CHECKs make it exit 1 with no
+      // message. If this starts passing, drizzle-kit was fixed: update docs/schema.md.
+      for (const extra of [[], ['--tablesFilter', '!idlease_*']]) {
+        const run = await runPush('mysql', shared.url, 'orders-mysql.ts', extra);
+        expect(run.code, run.output).toBe(1);
+        expect(run.output).not.toMatch(/You are about to execute|No changes detected/);
+      }
+    },
+  );
 });
 
 /**
@@ -160,7 +201,8 @@ it('the schema files type-check against the installed drizzle-orm (test/recipes/
   const tsc = path.join(REPO_ROOT, 'node_modules/typescript/bin/tsc');
   const r = await new Promise<{ code: number; output: string }>((resolve) => {
     execFile(process.execPath, [tsc, '-p', 'test/recipes/tsconfig.json'], { cwd: REPO_ROOT }, (err, stdout, stderr) =>
-      resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, output: stdout + stderr }));
+      resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, output: stdout + stderr }),
+    );
   });
   expect(r.code, r.output).toBe(0);
 });

@@ -50,7 +50,10 @@ describe(PAGE, () => {
   }
 
   it('the TypeScript blocks type-check against the generated client', { timeout: 120_000 }, async () => {
-    const r = await typecheckBlocks(steps.filter((b) => b.lang === 'ts'), ctx.dir);
+    const r = await typecheckBlocks(
+      steps.filter((b) => b.lang === 'ts'),
+      ctx.dir,
+    );
     expect(r.code, r.stdout + r.stderr).toBe(0);
   });
 });

@@ -18,14 +18,18 @@ describeDocFile('docs/recipes/typeorm.md', {
     // Everything but the entity's table: idlease's tables (wherever they live), next_id(), its sequence.
     const others = async () => {
       const snap = await schemaSnapshot(db.knex, db.flavor as TestFlavor);
-      return Object.fromEntries(Object.entries(snap).map(([kind, rows]) => [kind, rows.filter((r) => !ENTITY_TABLES.test(JSON.stringify(r)))]));
+      return Object.fromEntries(
+        Object.entries(snap).map(([kind, rows]) => [kind, rows.filter((r) => !ENTITY_TABLES.test(JSON.stringify(r)))]),
+      );
     };
     const before = await others();
     expect(JSON.stringify(before)).toMatch(/idlease_segments/);
     return async () => {
       expect(await others()).toEqual(before);
       if (db.flavor === 'postgres') {
-        const res = await db.knex.raw(`SELECT column_default FROM information_schema.columns WHERE table_name = 'orders' AND column_name = 'id'`);
+        const res = await db.knex.raw(
+          `SELECT column_default FROM information_schema.columns WHERE table_name = 'orders' AND column_name = 'id'`,
+        );
         expect((res as { rows: Array<{ column_default: string }> }).rows).toEqual([{ column_default: 's.next_id()' }]);
       }
     };

@@ -30,7 +30,13 @@ interface Outcome {
   killedByTest?: NodeJS.Signals;
 }
 
-function run(name: string, kind: Kind, args: string[], cwd: string, control?: (child: ReturnType<typeof spawn>, stdout: () => string) => Promise<NodeJS.Signals | undefined>): Promise<Outcome> {
+function run(
+  name: string,
+  kind: Kind,
+  args: string[],
+  cwd: string,
+  control?: (child: ReturnType<typeof spawn>, stdout: () => string) => Promise<NodeJS.Signals | undefined>,
+): Promise<Outcome> {
   const argv = kind === 'lib' ? [LIB, ...args] : [BIN, '--lock-wait', String(LOCK_WAIT_MS / 1000), ...args];
   const child = spawn(process.execPath, ['--import', TSX_LOADER, ...argv], { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
@@ -42,7 +48,9 @@ function run(name: string, kind: Kind, args: string[], cwd: string, control?: (c
     hung = true;
     child.kill('SIGKILL');
   }, HANG_MS);
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
   const killed = control ? control(child, () => stdout) : Promise.resolve(undefined);
   return Promise.all([exited, killed]).then(([{ code, signal }, killedByTest]) => {
     clearTimeout(timer);
@@ -68,7 +76,10 @@ function stopServeWith(signal: NodeJS.Signals, afterMs: number) {
 }
 
 function idsOf(o: Outcome): bigint[] {
-  return o.stdout.split('\n').filter((l) => /^\d+$/.test(l)).map(BigInt);
+  return o.stdout
+    .split('\n')
+    .filter((l) => /^\d+$/.test(l))
+    .map(BigInt);
 }
 
 /** A process that could not do its job must say why in one typed line. */
@@ -84,52 +95,56 @@ describe('the embedded default, several processes at once', () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'idlease-embedded-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-  it('never prints an ID twice, never hangs, and a process that cannot have the directory says so', async () => {
-    const seen = new Map<string, string>();
-    const duplicates: string[] = [];
-    let failures = 0;
-    let maxSeen = 0n;
-    // Sizes 2..8; serve joins from the second round on, stopped by SIGTERM and SIGKILL in turn.
-    const rounds = [2, 5, 8, 3, 6, 4];
-    for (const [round, size] of rounds.entries()) {
-      const plan: Array<() => Promise<Outcome>> = [];
-      if (round > 0) {
-        const signal: NodeJS.Signals = round % 2 === 0 ? 'SIGKILL' : 'SIGTERM';
-        plan.push(() => run(`r${round}-serve`, 'serve', ['serve', '--port', '0'], dir, stopServeWith(signal, 500 + round * 400)));
-      }
-      for (let i = plan.length; i < size; i++) {
-        const n = 1 + ((round * 7 + i * 13) % 40);
-        if (i % 4 === 3) plan.push(() => run(`r${round}-tag-${i}`, 'tag-add', ['tag', 'add', `other${i}`], dir));
-        else if (i % 4 === 2) plan.push(() => run(`r${round}-lib-${i}`, 'lib', [String(n), String(LOCK_WAIT_MS)], dir));
-        else plan.push(() => run(`r${round}-next-${i}`, 'next', ['next', 'order', '-n', String(n)], dir));
-      }
-      const outcomes = await Promise.all(plan.map((start) => start()));
-      for (const o of outcomes) {
-        expect(o.hung, `${o.name} was still running after ${HANG_MS} ms; stderr:\n${o.stderr}`).toBe(false);
-        if (o.killedByTest) continue;
-        if (o.code !== 0) {
-          failures++;
-          expectTypedFailure(o);
+  it(
+    'never prints an ID twice, never hangs, and a process that cannot have the directory says so',
+    async () => {
+      const seen = new Map<string, string>();
+      const duplicates: string[] = [];
+      let failures = 0;
+      let maxSeen = 0n;
+      // Sizes 2..8; serve joins from the second round on, stopped by SIGTERM and SIGKILL in turn.
+      const rounds = [2, 5, 8, 3, 6, 4];
+      for (const [round, size] of rounds.entries()) {
+        const plan: Array<() => Promise<Outcome>> = [];
+        if (round > 0) {
+          const signal: NodeJS.Signals = round % 2 === 0 ? 'SIGKILL' : 'SIGTERM';
+          plan.push(() => run(`r${round}-serve`, 'serve', ['serve', '--port', '0'], dir, stopServeWith(signal, 500 + round * 400)));
         }
-        if (o.kind === 'next' || o.kind === 'lib') {
-          for (const id of idsOf(o)) {
-            const key = id.toString();
-            const first = seen.get(key);
-            if (first) duplicates.push(`${key}: ${first} and ${o.name}`);
-            else seen.set(key, o.name);
-            if (id > maxSeen) maxSeen = id;
+        for (let i = plan.length; i < size; i++) {
+          const n = 1 + ((round * 7 + i * 13) % 40);
+          if (i % 4 === 3) plan.push(() => run(`r${round}-tag-${i}`, 'tag-add', ['tag', 'add', `other${i}`], dir));
+          else if (i % 4 === 2) plan.push(() => run(`r${round}-lib-${i}`, 'lib', [String(n), String(LOCK_WAIT_MS)], dir));
+          else plan.push(() => run(`r${round}-next-${i}`, 'next', ['next', 'order', '-n', String(n)], dir));
+        }
+        const outcomes = await Promise.all(plan.map((start) => start()));
+        for (const o of outcomes) {
+          expect(o.hung, `${o.name} was still running after ${HANG_MS} ms; stderr:\n${o.stderr}`).toBe(false);
+          if (o.killedByTest) continue;
+          if (o.code !== 0) {
+            failures++;
+            expectTypedFailure(o);
+          }
+          if (o.kind === 'next' || o.kind === 'lib') {
+            for (const id of idsOf(o)) {
+              const key = id.toString();
+              const first = seen.get(key);
+              if (first) duplicates.push(`${key}: ${first} and ${o.name}`);
+              else seen.set(key, o.name);
+              if (id > maxSeen) maxSeen = id;
+            }
           }
         }
+        expect(duplicates, `round ${round}: IDs printed twice`).toEqual([]);
       }
-      expect(duplicates, `round ${round}: IDs printed twice`).toEqual([]);
-    }
-    // Whatever was killed, the directory opens again, and what it hands out next is above everything printed.
-    const after = await run('after', 'next', ['next', 'order', '-n', '3'], dir);
-    expect(after.code, after.stderr).toBe(0);
-    const next = idsOf(after);
-    expect(next).toHaveLength(3);
-    expect(next[0]! > maxSeen, `next ID ${next[0]} must be above the largest printed, ${maxSeen}`).toBe(true);
-    expect(seen.size, 'IDs were printed').toBeGreaterThan(100);
-    console.log(`embedded concurrency: ${seen.size} IDs over ${rounds.length} rounds, ${failures} typed failures, 0 duplicates`);
-  }, 15 * 60_000);
+      // Whatever was killed, the directory opens again, and what it hands out next is above everything printed.
+      const after = await run('after', 'next', ['next', 'order', '-n', '3'], dir);
+      expect(after.code, after.stderr).toBe(0);
+      const next = idsOf(after);
+      expect(next).toHaveLength(3);
+      expect(next[0]! > maxSeen, `next ID ${next[0]} must be above the largest printed, ${maxSeen}`).toBe(true);
+      expect(seen.size, 'IDs were printed').toBeGreaterThan(100);
+      console.log(`embedded concurrency: ${seen.size} IDs over ${rounds.length} rounds, ${failures} typed failures, 0 duplicates`);
+    },
+    15 * 60_000,
+  );
 });

@@ -34,14 +34,20 @@ interface Running {
 
 function startWorker(name: string, dir: string, cfg: Record<string, unknown>, onProgress: (w: Running) => void): Running {
   const out = path.join(dir, `${name}.bin`);
-  const child = spawn(process.execPath, ['--import', TSX_LOADER, WORKER, JSON.stringify({ ...cfg, out })], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', TSX_LOADER, WORKER, JSON.stringify({ ...cfg, out })], {
+    cwd: REPO_ROOT,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stdout = '';
   let stderr = '';
   const w: Running = { name, out, child, progress: 0, exit: undefined as never };
   child.stdout!.on('data', (d: Buffer) => {
     stdout += d.toString();
     const m = /progress (\d+)\n(?![\s\S]*progress)/.exec(stdout.slice(-200));
-    if (m) { w.progress = Number(m[1]); onProgress(w); }
+    if (m) {
+      w.progress = Number(m[1]);
+      onProgress(w);
+    }
   });
   child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
   w.exit = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal, stdout, stderr })));
@@ -55,7 +61,9 @@ function readIds(file: string): BigInt64Array {
 
 describe.each(['mysql', 'postgres'] as const)('segment stress on %s', (flavor) => {
   const dirs: string[] = [];
-  afterAll(() => { for (const d of dirs) rmSync(d, { recursive: true, force: true }); });
+  afterAll(() => {
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  });
 
   it(`5 processes × ≥${PER_PROCESS} IDs, mixed steps, set-step mid-run, one SIGKILLed and restarted: zero duplicates`, async () => {
     const db = await createTestDb(flavor, 'segstress');
@@ -72,7 +80,11 @@ describe.each(['mysql', 'postgres'] as const)('segment stress on %s', (flavor) =
         ['large', { minStep: 50_000, maxStep: 50_000, targetLeaseMs: 60_000 }],
         ['victim', { minStep: 1, maxStep: 10_000_000, targetLeaseMs: 60_000 }],
       ];
-      const stepPlan = [[0.15, 7], [0.35, 1000], [0.6, 20_000]] as const;
+      const stepPlan = [
+        [0.15, 7],
+        [0.35, 1000],
+        [0.6, 20_000],
+      ] as const;
       let stepIdx = 0;
       let killed = false;
       let stepChanging = Promise.resolve();
@@ -102,7 +114,8 @@ describe.each(['mysql', 'postgres'] as const)('segment stress on %s', (flavor) =
       const arrays: BigInt64Array[] = [];
       for (const w of workers) {
         const ids = readIds(w.out);
-        for (let i = 1; i < ids.length; i++) if (!(ids[i]! > ids[i - 1]!)) throw new Error(`${w.name}: ID ${ids[i]} after ${ids[i - 1]} (not increasing)`);
+        for (let i = 1; i < ids.length; i++)
+          if (!(ids[i]! > ids[i - 1]!)) throw new Error(`${w.name}: ID ${ids[i]} after ${ids[i - 1]} (not increasing)`);
         if (w !== victim) expect(ids.length).toBe(PER_PROCESS);
         arrays.push(ids);
         total += ids.length;
@@ -112,7 +125,10 @@ describe.each(['mysql', 'postgres'] as const)('segment stress on %s', (flavor) =
       expect(arrays[5]![0]! > v1[v1.length - 1]!).toBe(true);
       const all = new BigInt64Array(total);
       let off = 0;
-      for (const a of arrays) { all.set(a, off); off += a.length; }
+      for (const a of arrays) {
+        all.set(a, off);
+        off += a.length;
+      }
       all.sort();
       let dups = 0;
       for (let i = 1; i < all.length; i++) if (all[i] === all[i - 1]) dups++;

@@ -5,7 +5,7 @@
  *
  *   node --import tsx test/stress/segment-worker.ts '<json config>'
  */
-import { closeSync, openSync, writeSync } from 'node:fs';
+import { idFile } from '../helpers/id-file.js';
 import { connect } from '../../src/connect.js';
 import { createSegmentAllocator } from '../../src/segment/index.js';
 
@@ -22,33 +22,24 @@ interface WorkerConfig {
 const cfg = JSON.parse(process.argv[2] ?? '{}') as WorkerConfig;
 const knex = connect(cfg.url, { poolMax: 2 });
 const alloc = createSegmentAllocator({
-  knex, tag: cfg.tag, minStep: cfg.minStep, maxStep: cfg.maxStep, targetLeaseMs: cfg.targetLeaseMs,
-  preloadMs: 50, waitTimeoutMs: 60_000,
+  knex,
+  tag: cfg.tag,
+  minStep: cfg.minStep,
+  maxStep: cfg.maxStep,
+  targetLeaseMs: cfg.targetLeaseMs,
+  preloadMs: 50,
+  waitTimeoutMs: 60_000,
 });
-const fd = openSync(cfg.out, 'w');
-const buf = new BigInt64Array(1024);
-let n = 0;
-let done = 0;
-const put = (id: bigint) => {
-  buf[n++] = id;
-  if (n === buf.length) {
-    writeSync(fd, new Uint8Array(buf.buffer, 0, n * 8));
-    n = 0;
-    process.stdout.write(`progress ${done + 1}\n`);
-  }
-};
-for (let round = 0; done < cfg.count; round++) {
+const ids = idFile(cfg.out, 1024);
+for (let round = 0; ids.count < cfg.count; round++) {
   if (round % 4 === 0) {
-    const ids = await alloc.nextBatch(Math.min(1 + (round % 97), cfg.count - done));
-    for (const id of ids) { put(id); done++; }
+    for (const id of await alloc.nextBatch(Math.min(1 + (round % 97), cfg.count - ids.count))) ids.put(id);
   } else {
-    put(await alloc.next());
-    done++;
+    ids.put(await alloc.next());
   }
 }
-writeSync(fd, new Uint8Array(buf.buffer, 0, n * 8));
-closeSync(fd);
+ids.close();
 const leases = alloc.stats().leases;
 await alloc.close();
 await knex.destroy();
-process.stdout.write(`done ${done} ${leases}\n`);
+process.stdout.write(`done ${ids.count} ${leases}\n`);

@@ -88,7 +88,16 @@ describe.each(['mysql', 'postgres'] as const)('snowflake processes on %s', (flav
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  const dump = () => procs.map((p) => `--- ${p.name}\n${p.log.split('\n').filter((l) => !l.startsWith('renewed')).join('\n')}`).join('\n');
+  const dump = () =>
+    procs
+      .map(
+        (p) =>
+          `--- ${p.name}\n${p.log
+            .split('\n')
+            .filter((l) => !l.startsWith('renewed'))
+            .join('\n')}`,
+      )
+      .join('\n');
 
   function start(name: string, skewed = false): Proc {
     const out = path.join(dir, `${name}.bin`);
@@ -100,20 +109,37 @@ describe.each(['mysql', 'postgres'] as const)('snowflake processes on %s', (flav
     const env = skewed ? { ...process.env, LD_PRELOAD: fakeLib, FAKETIME: '-10s' } : process.env;
     const child = spawn(process.execPath, args, { cwd: REPO_ROOT, env });
     const p: Proc = {
-      name, child, out, log: '',
-      waitFor: (re) => new Promise((resolve, reject) => {
-        const check = () => {
-          const m = p.log.match(re);
-          if (m) { cleanup(); resolve(m); }
-        };
-        const fail = (why: string) => { cleanup(); reject(new Error(`${name}: ${why} waiting for ${re}\n${dump()}`)); };
-        const onExit = () => { check(); fail('exited'); };
-        const timer = setTimeout(() => fail(`${STEP_MS} ms`), STEP_MS);
-        const cleanup = () => { clearTimeout(timer); child.stdout!.off('data', check); child.off('exit', onExit); };
-        child.stdout!.on('data', check);
-        child.once('exit', onExit);
-        check();
-      }),
+      name,
+      child,
+      out,
+      log: '',
+      waitFor: (re) =>
+        new Promise((resolve, reject) => {
+          const check = () => {
+            const m = p.log.match(re);
+            if (m) {
+              cleanup();
+              resolve(m);
+            }
+          };
+          const fail = (why: string) => {
+            cleanup();
+            reject(new Error(`${name}: ${why} waiting for ${re}\n${dump()}`));
+          };
+          const onExit = () => {
+            check();
+            fail('exited');
+          };
+          const timer = setTimeout(() => fail(`${STEP_MS} ms`), STEP_MS);
+          const cleanup = () => {
+            clearTimeout(timer);
+            child.stdout!.off('data', check);
+            child.off('exit', onExit);
+          };
+          child.stdout!.on('data', check);
+          child.once('exit', onExit);
+          check();
+        }),
     };
     child.stdout!.on('data', (d: Buffer) => (p.log += d));
     child.stderr!.on('data', (d: Buffer) => (p.log += d));
@@ -157,7 +183,7 @@ describe.each(['mysql', 'postgres'] as const)('snowflake processes on %s', (flav
     const skewed = start('skewed', true);
     const skewedStart = Number((await skewed.waitFor(/started (\d+)/))[1]);
     const behind = Date.now() - skewedStart;
-    expect(behind, 'faketime -f -10s must set Node\'s Date.now() back ~10 s').toBeGreaterThan(8_000);
+    expect(behind, "faketime -f -10s must set Node's Date.now() back ~10 s").toBeGreaterThan(8_000);
     expect(behind).toBeLessThan(12_000);
     // 3 contenders (a, b2, skewed) for the 3 ids b, c and d had.
     await Promise.all([a!.waitFor(/lost \d[\s\S]*claimed \d/), b2.waitFor(/claimed \d/), skewed.waitFor(/claimed \d/)]);
@@ -186,7 +212,9 @@ describe('snowflake allocators sharing one PGlite', () => {
     db = await createTestDb('pglite', 'snowflake_stress');
     await migrate(db.knex, { segments: false, workers: true });
   });
-  afterAll(async () => { await db?.drop(); });
+  afterAll(async () => {
+    await db?.drop();
+  });
 
   it('6 allocators over 4 ids (one waiting), a blocked event loop past the lease, one dropped without close, one clock 10 s back: 0 duplicates', async () => {
     const runs: { name: string; ids: bigint[] }[] = [];
@@ -194,8 +222,14 @@ describe('snowflake allocators sharing one PGlite', () => {
     const make = (name: string, skewed = false) => {
       const events: SnowflakeEvent[] = [];
       const alloc = createSnowflakeAllocator({
-        knex: db.knex, group: 'stress', layout: STRESS_LAYOUT, leaseTtlMs: TTL, maxLeadMs: skewed ? 15_000 : 200,
-        waitTimeoutMs: 500, onEvent: (ev) => events.push(ev), ...(skewed ? { clock: back } : {}),
+        knex: db.knex,
+        group: 'stress',
+        layout: STRESS_LAYOUT,
+        leaseTtlMs: TTL,
+        maxLeadMs: skewed ? 15_000 : 200,
+        waitTimeoutMs: 500,
+        onEvent: (ev) => events.push(ev),
+        ...(skewed ? { clock: back } : {}),
       });
       const ids: bigint[] = [];
       runs.push({ name, ids });
@@ -206,7 +240,16 @@ describe('snowflake allocators sharing one PGlite', () => {
           await sleep(2);
         }
       })();
-      return { alloc, ids, events, stop: async (close = true) => { stop = true; await done; if (close) await alloc.close(); } };
+      return {
+        alloc,
+        ids,
+        events,
+        stop: async (close = true) => {
+          stop = true;
+          await done;
+          if (close) await alloc.close();
+        },
+      };
     };
     const until = async (what: string, cond: () => boolean) => {
       const end = Date.now() + STEP_MS;
@@ -220,7 +263,9 @@ describe('snowflake allocators sharing one PGlite', () => {
     const skewed = make('skewed', true);
     // Everyone is paused (one event loop): all leases run out; the fences stop every allocator until it renews.
     const blockedUntil = Date.now() + 2 * TTL;
-    while (Date.now() < blockedUntil) { /* a blocked event loop, as a GC pause or SIGSTOP would */ }
+    while (Date.now() < blockedUntil) {
+      /* a blocked event loop, as a GC pause or SIGSTOP would */
+    }
     // Who holds what after the pause depends on which loop ran first (a lapsed lease nobody took
     // is renewed); make room for both newcomers either way.
     await all[1]!.stop(false); // dropped without release: its id expires

@@ -13,14 +13,20 @@ import { connect } from '../../src/connect.js';
 import { isIdleaseError } from '../../src/errors.js';
 import { createSnowflakeAllocator } from '../../src/snowflake/index.js';
 import { STRESS_LAYOUT } from './snowflake-layout.js';
+import { snowflakeWorkerArgs } from '../helpers/snowflake-worker-args.js';
 
-const cfg = JSON.parse(process.argv[2] ?? '{}') as { url: string; out: string; leaseTtlMs: number; maxLeadMs: number; waitTimeoutMs: number };
-let stopping = false;
-process.on('SIGTERM', () => (stopping = true));
+const { cfg, stopping } = snowflakeWorkerArgs();
 // Appending to a file the test created: it exists even if this process dies before its first batch.
 const fd = openSync(cfg.out, 'a');
 const knex = connect(cfg.url, { poolMax: 2 });
-const alloc = createSnowflakeAllocator({ knex, group: 'stress', layout: STRESS_LAYOUT, leaseTtlMs: cfg.leaseTtlMs, maxLeadMs: cfg.maxLeadMs, waitTimeoutMs: cfg.waitTimeoutMs });
+const alloc = createSnowflakeAllocator({
+  knex,
+  group: 'stress',
+  layout: STRESS_LAYOUT,
+  leaseTtlMs: cfg.leaseTtlMs,
+  maxLeadMs: cfg.maxLeadMs,
+  waitTimeoutMs: cfg.waitTimeoutMs,
+});
 alloc.onEvent((e) => {
   if (e.type === 'claimed' || e.type === 'lost' || e.type === 'renewed') process.stdout.write(`${e.type} ${e.workerId}\n`);
   if (e.type === 'lease-error') {
@@ -29,7 +35,7 @@ alloc.onEvent((e) => {
   }
 });
 process.stdout.write(`started ${Date.now()}\n`);
-while (!stopping) {
+while (!stopping()) {
   try {
     const ids = await alloc.nextBatch(16);
     writeSync(fd, new Uint8Array(new BigInt64Array(ids).buffer));

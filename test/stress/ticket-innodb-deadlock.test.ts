@@ -17,7 +17,9 @@ describe('InnoDB ticket table under 12 concurrent callers', () => {
     db = await createTestDb('mysql', 'tick_innodb');
     await migrate(db.knex, { segments: false, tickets: { engine: 'InnoDB' } });
   });
-  afterAll(async () => { await db.drop(); });
+  afterAll(async () => {
+    await db.drop();
+  });
 
   it('no deadlock or lock-wait error reaches a caller; every ID unique', async () => {
     const alloc = createTicketAllocator({ servers: [{ knex: db.knex, offset: 1 }], connectionsPerServer: CALLERS, timeoutMs: 30_000 });
@@ -39,7 +41,11 @@ describe('InnoDB ticket table under 12 concurrent callers', () => {
       });
       await Promise.all(
         Array.from({ length: CALLERS }, async () => {
-          for (let i = 0; i < EACH; i++) await alloc.next().then((id) => ids.push(id), (e: unknown) => failures.push(e));
+          for (let i = 0; i < EACH; i++)
+            await alloc.next().then(
+              (id) => ids.push(id),
+              (e: unknown) => failures.push(e),
+            );
         }),
       );
       stop = true;

@@ -7,7 +7,7 @@ const { version } = JSON.parse(readFileSync(path.join(REPO_ROOT, 'package.json')
 
 // The installed package's `idlease --version` (dist/src/cli/, one level deeper) is checked by test/package.
 describe('idlease --version', () => {
-  it.each([['--version'], ['-V']])('%s prints package.json\'s version and exits 0', async (flag) => {
+  it.each([['--version'], ['-V']])("%s prints package.json's version and exits 0", async (flag) => {
     const r = await runCli([flag]);
     expect(r.stderr).toBe('');
     expect(r.stdout).toBe(`${version}\n`);

@@ -6,7 +6,9 @@ function deps(over: Partial<ResolveDeps>): ResolveDeps {
     env: {},
     probe: async () => 'connect ECONNREFUSED',
     dockerAvailable: async () => false,
-    startContainers: async () => { throw new Error('no containers expected'); },
+    startContainers: async () => {
+      throw new Error('no containers expected');
+    },
     ...over,
   };
 }
@@ -35,11 +37,16 @@ describe('test database resolution', () => {
 
   it('uses the local servers when reachable, containers only for what is missing', async () => {
     const started: string[][] = [];
-    const res = await resolveDatabases(deps({
-      probe: async (url) => (url.startsWith('mysql') ? undefined : 'refused'),
-      dockerAvailable: async () => true,
-      startContainers: async (kinds) => { started.push(kinds); return { urls: { pg: 'postgres://c/x' }, stop: async () => undefined }; },
-    }));
+    const res = await resolveDatabases(
+      deps({
+        probe: async (url) => (url.startsWith('mysql') ? undefined : 'refused'),
+        dockerAvailable: async () => true,
+        startContainers: async (kinds) => {
+          started.push(kinds);
+          return { urls: { pg: 'postgres://c/x' }, stop: async () => undefined };
+        },
+      }),
+    );
     expect(res.mysqlUrl).toBe('mysql://root@127.0.0.1:3306/test');
     expect(res.pgUrl).toBe('postgres://c/x');
     expect(started).toEqual([['pg']]);

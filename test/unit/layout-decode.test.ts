@@ -5,7 +5,12 @@ import { isIdleaseError } from '../../src/errors.js';
 
 /** Any valid layout: time 1…61 bits, shard and sequence 1…31, 63 in all at most. */
 const layoutArb: fc.Arbitrary<IdLayout> = fc
-  .tuple(fc.integer({ min: 1, max: 61 }), fc.integer({ min: 1, max: 31 }), fc.integer({ min: 1, max: 31 }), fc.integer({ min: 0, max: Date.UTC(2025, 0, 1) }))
+  .tuple(
+    fc.integer({ min: 1, max: 61 }),
+    fc.integer({ min: 1, max: 31 }),
+    fc.integer({ min: 1, max: 31 }),
+    fc.integer({ min: 0, max: Date.UTC(2025, 0, 1) }),
+  )
   .filter(([t, h, s]) => t + h + s <= 63)
   .map(([timeBits, shardBits, sequenceBits, epochMs]) => resolveLayout({ timeBits, shardBits, sequenceBits, epoch: epochMs }, null));
 
@@ -21,16 +26,19 @@ const partsArb = (layout: IdLayout) => {
 describe('decodeId / encodeId', () => {
   it('round-trips every field of every layout', () => {
     fc.assert(
-      fc.property(layoutArb.chain((layout) => fc.tuple(fc.constant(layout), partsArb(layout))), ([layout, parts]) => {
-        const id = encodeId(parts, layout);
-        expect(id >= 0n).toBe(true);
-        expect(id <= layoutLimits(layout).maxId).toBe(true);
-        const d = decodeId(id, layout);
-        expect(d.timeMs).toBe(parts.timeMs);
-        expect(d.shard).toBe(parts.shard);
-        expect(d.sequence).toBe(parts.sequence);
-        expect(decodeId(id.toString(), layout).id).toBe(id);
-      }),
+      fc.property(
+        layoutArb.chain((layout) => fc.tuple(fc.constant(layout), partsArb(layout))),
+        ([layout, parts]) => {
+          const id = encodeId(parts, layout);
+          expect(id >= 0n).toBe(true);
+          expect(id <= layoutLimits(layout).maxId).toBe(true);
+          const d = decodeId(id, layout);
+          expect(d.timeMs).toBe(parts.timeMs);
+          expect(d.shard).toBe(parts.shard);
+          expect(d.sequence).toBe(parts.sequence);
+          expect(decodeId(id.toString(), layout).id).toBe(id);
+        },
+      ),
       { numRuns: 2000 },
     );
   });
@@ -51,7 +59,12 @@ describe('decodeId / encodeId', () => {
       fc.property(
         layoutArb.chain((layout) => {
           const maxCounter = (1n << BigInt(layout.timeBits + layout.sequenceBits)) - 1n;
-          return fc.tuple(fc.constant(layout), fc.integer({ min: 0, max: layoutLimits(layout).maxShard }), fc.bigInt({ min: 0n, max: maxCounter - 1n }), fc.bigInt({ min: 1n, max: maxCounter }));
+          return fc.tuple(
+            fc.constant(layout),
+            fc.integer({ min: 0, max: layoutLimits(layout).maxShard }),
+            fc.bigInt({ min: 0n, max: maxCounter - 1n }),
+            fc.bigInt({ min: 1n, max: maxCounter }),
+          );
         }),
         ([layout, shard, a, delta]) => {
           const maxCounter = (1n << BigInt(layout.timeBits + layout.sequenceBits)) - 1n;

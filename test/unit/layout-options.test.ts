@@ -62,7 +62,11 @@ describe('resolveLayout', () => {
 describe('resolveNextIdOptions', () => {
   it('expands shards into one schema each with consecutive shard ids', () => {
     const r = resolveNextIdOptions({ schema: 'insta', shard: 5, shards: 3 });
-    expect(r.map((x) => [x.schema, x.shard])).toEqual([['insta_5', 5], ['insta_6', 6], ['insta_7', 7]]);
+    expect(r.map((x) => [x.schema, x.shard])).toEqual([
+      ['insta_5', 5],
+      ['insta_6', 6],
+      ['insta_7', 7],
+    ]);
     expect(Object.isFrozen(r[0])).toBe(true);
   });
 
@@ -89,18 +93,37 @@ describe('resolveNextIdOptions', () => {
       { dropDependentDefaults: 'yes' },
       { shardz: 3 },
       [],
-      [{ schema: 'a', shard: 1 }, { schema: 'b', shard: 1 }], // same shard twice: IDs would collide
-      [{ schema: 'a', shard: 1 }, { schema: 'a', shard: 2 }],
-      [{ schema: 'a_1', shard: 9 }, { schema: 'a', shard: 1, shards: 2 }], // a_1 twice
+      [
+        { schema: 'a', shard: 1 },
+        { schema: 'b', shard: 1 },
+      ], // same shard twice: IDs would collide
+      [
+        { schema: 'a', shard: 1 },
+        { schema: 'a', shard: 2 },
+      ],
+      [
+        { schema: 'a_1', shard: 9 },
+        { schema: 'a', shard: 1, shards: 2 },
+      ], // a_1 twice
       'yes',
       7,
     ];
-    for (const b of bad) expect(code(() => resolveNextIdOptions(b as never)), JSON.stringify(b)).toBe('BAD_CONFIG');
+    for (const b of bad)
+      expect(
+        code(() => resolveNextIdOptions(b as never)),
+        JSON.stringify(b),
+      ).toBe('BAD_CONFIG');
   });
 
   it('is refused on MySQL and named once per schema', () => {
     expect(code(() => planMigrations('mysql', { nextId: true }))).toBe('BAD_CONFIG');
-    const plan = planMigrations('postgres', { segments: false, nextId: [{ schema: 'a', shard: 1 }, { schema: 'b', shard: 2 }] });
+    const plan = planMigrations('postgres', {
+      segments: false,
+      nextId: [
+        { schema: 'a', shard: 1 },
+        { schema: 'b', shard: 2 },
+      ],
+    });
     expect(plan.migrations.map((m) => m.name)).toEqual(['next_id:a', 'next_id:a:v2', 'next_id:b', 'next_id:b:v2']);
   });
 });

@@ -1,6 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { DEFAULT_LAYOUT, LAYOUT_PRESETS, decodeId, encodeId, layoutLimits, layoutPreset, resolveLayout, type IdLayout } from '../../src/layout/index.js';
+import {
+  DEFAULT_LAYOUT,
+  LAYOUT_PRESETS,
+  decodeId,
+  encodeId,
+  layoutLimits,
+  layoutPreset,
+  resolveLayout,
+  type IdLayout,
+} from '../../src/layout/index.js';
 import { runMain, codeOf } from '../helpers/in-process.js';
 
 const code = codeOf;
@@ -18,7 +27,9 @@ const layoutArb: fc.Arbitrary<IdLayout> = fc
     fc.constantFrom('shard-sequence' as const, 'sequence-shard' as const),
   )
   .filter(([t, h, s]) => t + h + s <= 63)
-  .map(([timeBits, shardBits, sequenceBits, epochMs, timeUnitMs, order]) => resolveLayout({ timeBits, shardBits, sequenceBits, epoch: epochMs, timeUnitMs, order }, null));
+  .map(([timeBits, shardBits, sequenceBits, epochMs, timeUnitMs, order]) =>
+    resolveLayout({ timeBits, shardBits, sequenceBits, epoch: epochMs, timeUnitMs, order }, null),
+  );
 
 describe('layout presets', () => {
   it('twitter is 41 | 10 | 12 from 2010-11-04T01:42:54.657Z and decodes a real tweet id', () => {
@@ -66,7 +77,11 @@ describe('custom layouts with a time unit and an order', () => {
           const l = layoutLimits(layout);
           return fc.tuple(
             fc.constant(layout),
-            fc.record({ timeMs: fc.bigInt({ min: 0n, max: l.maxTimeMs }), shard: fc.integer({ min: 0, max: l.maxShard }), sequence: fc.integer({ min: 0, max: l.maxSequence }) }),
+            fc.record({
+              timeMs: fc.bigInt({ min: 0n, max: l.maxTimeMs }),
+              shard: fc.integer({ min: 0, max: l.maxShard }),
+              sequence: fc.integer({ min: 0, max: l.maxSequence }),
+            }),
           );
         }),
         ([layout, parts]) => {
@@ -95,7 +110,8 @@ describe('custom layouts with a time unit and an order', () => {
   });
 
   it('refuses bad units and orders, and a time field the unit has already filled', () => {
-    for (const timeUnitMs of [0, -1, 1.5, 86_400_001, '10' as unknown as number]) expect(code(() => resolveLayout({ timeUnitMs }, NOW))).toBe('BAD_CONFIG');
+    for (const timeUnitMs of [0, -1, 1.5, 86_400_001, '10' as unknown as number])
+      expect(code(() => resolveLayout({ timeUnitMs }, NOW))).toBe('BAD_CONFIG');
     expect(code(() => resolveLayout({ order: 'sequence-first' as never }, NOW))).toBe('BAD_CONFIG');
     // 20 bits of ms from 2025 ran out after ~17 minutes; of 1000 ms steps, after ~12 days; of a day, after 2870 years.
     expect(code(() => resolveLayout({ timeBits: 20, epoch: Date.UTC(2025, 0, 1) }, NOW))).toBe('BAD_CONFIG');
@@ -117,7 +133,10 @@ describe('idlease decode --preset', () => {
     const own = await run(['--json', 'decode', sony.toString(), '--preset', 'sonyflake', '--epoch', '2020-01-01T00:00:00Z']);
     expect(JSON.parse(own.out)).toMatchObject({ timestamp: '2020-01-01T00:00:10.000Z', shard: 0x0102 });
     const id = encodeId({ timeMs: 5n, shard: 7, sequence: 9 }, DEFAULT_LAYOUT);
-    expect(JSON.parse((await run(['--json', 'decode', id.toString(), '--preset', 'idlease'])).out)).toMatchObject({ shard: 7, sequence: 9 });
+    expect(JSON.parse((await run(['--json', 'decode', id.toString(), '--preset', 'idlease'])).out)).toMatchObject({
+      shard: 7,
+      sequence: 9,
+    });
     const bad = await run(['decode', '1', '--preset', 'nope']);
     expect(bad.code).not.toBe(0);
     expect(bad.err).toMatch(/Unknown layout preset "nope"/);

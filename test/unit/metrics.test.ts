@@ -5,13 +5,15 @@ import { collectMetrics } from '../../src/metrics/index.js';
 import { createSegmentAllocator } from '../../src/segment/index.js';
 import { createSnowflakeAllocator } from '../../src/snowflake/index.js';
 import { MemoryStore } from './segment-memory-store.js';
-import { createFakeClock } from './snowflake-fake-clock.js';
+import { createFakeClock } from './fake-clock.js';
 import { createMemoryWorkerIdStore } from './worker-memory-store.js';
 
 async function sample(registry: Registry, name: string, labels: Record<string, string> = {}): Promise<number | undefined> {
   for (const metric of await registry.getMetricsAsJSON()) {
     const values = metric.values as Array<{ value: number; labels: Record<string, string | number>; metricName?: string }>;
-    const v = values.find((x) => (x.metricName ?? metric.name) === name && Object.entries(labels).every(([k, want]) => String(x.labels[k]) === want));
+    const v = values.find(
+      (x) => (x.metricName ?? metric.name) === name && Object.entries(labels).every(([k, want]) => String(x.labels[k]) === want),
+    );
     if (v) return v.value;
   }
   return undefined;
@@ -41,7 +43,9 @@ describe('collectMetrics (prom-client)', () => {
     await expect(c.next()).rejects.toMatchObject({ code: 'DB_UNAVAILABLE' });
     expect(await sample(registry, 'idlease_segment_lease_errors_total', { tag: 'order', code: 'ECONNREFUSED' })).toBeGreaterThan(0);
     expect(await sample(registry, 'idlease_segment_timeouts_total', { tag: 'order' })).toBe(1);
-    expect((await sample(registry, 'idlease_segment_last_error_timestamp_seconds', { tag: 'order' }))! * 1000).toBeGreaterThan(Date.now() - 60_000);
+    expect((await sample(registry, 'idlease_segment_last_error_timestamp_seconds', { tag: 'order' }))! * 1000).toBeGreaterThan(
+      Date.now() - 60_000,
+    );
     expect(await registry.metrics()).toMatch(/# TYPE idlease_segment_ids_served_total counter/);
     // Detaching a: its numbers leave the sums.
     stop();

@@ -4,7 +4,11 @@ import { IdleaseError } from '../../src/errors.js';
 import { isIdleaseMigration, objectsOfMigration } from '../../src/migrations/relocate.js';
 
 function codeOf(fn: () => unknown): string | undefined {
-  try { fn(); } catch (e) { return e instanceof IdleaseError ? e.code : `not IdleaseError: ${String(e)}`; }
+  try {
+    fn();
+  } catch (e) {
+    return e instanceof IdleaseError ? e.code : `not IdleaseError: ${String(e)}`;
+  }
   return undefined;
 }
 

@@ -20,7 +20,7 @@ describe('an ID that arrives as a JS number past 2^53 is refused with UNSAFE_NUM
 
   it('decodeId', () => {
     expect(() => decodeId(ROUNDED as unknown as bigint)).toThrow(namesTheFix);
-    expect(() => decodeId(2 ** 53 as unknown as bigint)).toThrow(namesTheFix);
+    expect(() => decodeId((2 ** 53) as unknown as bigint)).toThrow(namesTheFix);
     // A safe number is still not an ID type (they pass 2^53 within days), but it has lost nothing.
     expect(() => decodeId(12345 as unknown as bigint)).toThrow(expect.objectContaining({ code: 'BAD_ARGUMENT' }));
     expect(decodeId('383000482429295994').id).toBe(383000482429295994n);
@@ -36,8 +36,16 @@ describe('an ID that arrives as a JS number past 2^53 is refused with UNSAFE_NUM
   it('a store that answers a rounded number stops the allocator at once (not retried as a database outage)', async () => {
     const store = new MemoryStore();
     await store.create('t', 0n, 10);
-    const leaky = { ...store, read: (tag: string) => store.read(tag), create: store.create.bind(store), giveBack: store.giveBack.bind(store),
-      lease: async () => { toBigInt(ROUNDED, 'max_id'); throw new Error('unreachable'); } };
+    const leaky = {
+      ...store,
+      read: (tag: string) => store.read(tag),
+      create: store.create.bind(store),
+      giveBack: store.giveBack.bind(store),
+      lease: async () => {
+        toBigInt(ROUNDED, 'max_id');
+        throw new Error('unreachable');
+      },
+    };
     const a = createSegmentAllocator({ store: leaky, tag: 't', waitTimeoutMs: 10_000 });
     const t0 = Date.now();
     await expect(a.next()).rejects.toThrow(namesTheFix);

@@ -4,7 +4,7 @@ import { BACK_OFF, BackgroundTask } from '../../src/runtime/task.js';
 import { beforeDeadline, settlesWithin, within, withDeadline } from '../../src/runtime/deadline.js';
 import { Emitter } from '../../src/runtime/events.js';
 import { wakeableSleep, SYSTEM_CLOCK } from '../../src/runtime/clock.js';
-import { createFakeClock } from './snowflake-fake-clock.js';
+import { createFakeClock } from './fake-clock.js';
 
 const never = () => new Promise<never>(() => undefined);
 const BACKOFF = { minMs: 10, maxMs: 80 };
@@ -73,7 +73,15 @@ describe('BackgroundTask on a fake clock', () => {
   it('a failed() that returns false ends the task', async () => {
     const clock = createFakeClock(0);
     let runs = 0;
-    const task = new BackgroundTask({ step: async () => { runs++; throw new Error('fatal'); }, failed: () => false, backoff: BACKOFF, clock });
+    const task = new BackgroundTask({
+      step: async () => {
+        runs++;
+        throw new Error('fatal');
+      },
+      failed: () => false,
+      backoff: BACKOFF,
+      clock,
+    });
     task.start();
     await clock.advance(1_000);
     expect(runs).toBe(1);

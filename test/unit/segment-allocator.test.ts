@@ -4,12 +4,17 @@ import { createSegmentAllocator, type SegmentAllocator, type SegmentEvent } from
 import { isIdleaseError } from '../../src/errors.js';
 import { MAX_INT64 } from '../../src/ids.js';
 import { MemoryStore } from './segment-memory-store.js';
+import { createFakeClock } from './fake-clock.js';
 
 /** Deterministic random numbers from a fast-check seed. */
 function rng(seed: number): () => number {
   let s = seed >>> 0 || 1;
   return () => {
-    s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0;
+    s ^= s << 13;
+    s >>>= 0;
+    s ^= s >>> 17;
+    s ^= s << 5;
+    s >>>= 0;
     return s / 2 ** 32;
   };
 }
@@ -29,7 +34,9 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 1, arbitrary: fc.record({ k: fc.constant('pause' as const), ms: fc.integer({ min: 0, max: 3 }) }) },
 );
 
-const stepsArb = fc.record({ minStep: fc.constantFrom(1, 3, 10), maxStep: fc.constantFrom(1, 5, 20, 100, 5000) }).map((s) => ({ minStep: Math.min(s.minStep, s.maxStep), maxStep: s.maxStep }));
+const stepsArb = fc
+  .record({ minStep: fc.constantFrom(1, 3, 10), maxStep: fc.constantFrom(1, 5, 20, 100, 5000) })
+  .map((s) => ({ minStep: Math.min(s.minStep, s.maxStep), maxStep: s.maxStep }));
 
 describe('segment allocator against an in-memory store (property)', () => {
   it('never hands out an ID twice, is strictly increasing per allocator, and stays inside leased ranges — with delays, lost answers, step changes and restarts', async () => {
@@ -48,8 +55,15 @@ describe('segment allocator against an in-memory store (property)', () => {
           const perAllocator: bigint[][] = [];
           const make = (who: number) => {
             const a = createSegmentAllocator({
-              store, tag: 't', ...steps[who]!, targetLeaseMs: 5, preloadMs: 1,
-              waitTimeoutMs: 200, retryMinMs: 1, retryMaxMs: 4, closeTimeoutMs: 200,
+              store,
+              tag: 't',
+              ...steps[who]!,
+              targetLeaseMs: 5,
+              preloadMs: 1,
+              waitTimeoutMs: 200,
+              retryMinMs: 1,
+              retryMaxMs: 4,
+              closeTimeoutMs: 200,
             });
             allocs[who] = a;
             perAllocator.push([]);
@@ -74,7 +88,10 @@ describe('segment allocator against an in-memory store (property)', () => {
                     // Fire them concurrently: callers that arrive during a switch are served in order.
                     const got = await Promise.allSettled(Array.from({ length: op.count }, () => a.next()));
                     const ids: bigint[] = [];
-                    for (const g of got) (g.status === 'fulfilled' ? ids.push(g.value) : expectedFailure(g.reason));
+                    for (const g of got) {
+                      if (g.status === 'fulfilled') ids.push(g.value);
+                      else expectedFailure(g.reason);
+                    }
                     record(who, ids);
                     break;
                   }
@@ -134,7 +151,11 @@ describe('segment allocator against an in-memory store (property)', () => {
     const lease = store.lease.bind(store);
     store.lease = async (tag, step) => {
       peak = Math.max(peak, ++inFlight);
-      try { return await lease(tag, step); } finally { inFlight--; }
+      try {
+        return await lease(tag, step);
+      } finally {
+        inFlight--;
+      }
     };
     const a = createSegmentAllocator({ store, tag: 't', maxStep: 2 });
     const ids = await Promise.all(Array.from({ length: 300 }, () => a.next()));
@@ -154,7 +175,12 @@ describe('segment allocator against an in-memory store (property)', () => {
     let failure: unknown;
     const t0 = Date.now();
     for (;;) {
-      try { fromMemory.push(await a.next()); } catch (err) { failure = err; break; }
+      try {
+        fromMemory.push(await a.next());
+      } catch (err) {
+        failure = err;
+        break;
+      }
     }
     expect(Date.now() - t0).toBeLessThan(5_000);
     expect(isIdleaseError(failure, 'DB_UNAVAILABLE')).toBe(true);
@@ -174,7 +200,11 @@ describe('segment allocator against an in-memory store (property)', () => {
     const a = createSegmentAllocator({ store, tag: 't', minStep: 4, maxStep: 4 });
     const ids: bigint[] = [];
     let err: unknown;
-    try { for (;;) ids.push(await a.next()); } catch (e) { err = e; }
+    try {
+      for (;;) ids.push(await a.next());
+    } catch (e) {
+      err = e;
+    }
     expect(ids).toEqual(Array.from({ length: 10 }, (_, i) => MAX_INT64 - 9n + BigInt(i)));
     expect(isIdleaseError(err, 'EXHAUSTED')).toBe(true);
     await expect(a.nextBatch(1)).rejects.toMatchObject({ code: 'EXHAUSTED' });
@@ -206,11 +236,20 @@ describe('segment allocator against an in-memory store (property)', () => {
   it('validates options with BAD_CONFIG', () => {
     const store = new MemoryStore();
     for (const bad of [
-      { tag: '' }, { tag: 'x'.repeat(129) }, { tag: 't', minStep: 0 }, { tag: 't', minStep: 10, maxStep: 5 },
-      { tag: 't', maxStep: 2 ** 31 }, { tag: 't', waitTimeoutMs: 0 }, { tag: 't', bogus: 1 }, { tag: 't', create: { start: 0 } },
+      { tag: '' },
+      { tag: 'x'.repeat(129) },
+      { tag: 't', minStep: 0 },
+      { tag: 't', minStep: 10, maxStep: 5 },
+      { tag: 't', maxStep: 2 ** 31 },
+      { tag: 't', waitTimeoutMs: 0 },
+      { tag: 't', bogus: 1 },
+      { tag: 't', create: { start: 0 } },
       { tag: 't', table: 'Bad-Name' },
+      { tag: 't', clock: { wallMs: () => 0 } },
     ]) {
-      expect(() => createSegmentAllocator({ store, ...(bad as { tag: string }) }), JSON.stringify(bad)).toThrow(expect.objectContaining({ code: 'BAD_CONFIG' }));
+      expect(() => createSegmentAllocator({ store, ...(bad as { tag: string }) }), JSON.stringify(bad)).toThrow(
+        expect.objectContaining({ code: 'BAD_CONFIG' }),
+      );
     }
     expect(() => createSegmentAllocator({ tag: 't' })).toThrow(expect.objectContaining({ code: 'BAD_CONFIG' }));
   });
@@ -238,5 +277,35 @@ describe('segment allocator against an in-memory store (property)', () => {
     expect(next).toBe(cIds[4]! + 1n); // c was last: its tail came back
     await d.close();
     expect(events.some((e) => e.type === 'give-back' && e.ok)).toBe(true);
+  });
+
+  it('the lease loop runs on the injected clock: its backoff waits for clock time, stats() reads it', async () => {
+    const store = new MemoryStore();
+    store.rows.set('t', { maxId: 0n, step: 10 });
+    store.down = true;
+    const clock = createFakeClock(1_700_000_000_000);
+    const errors: SegmentEvent[] = [];
+    // A minute between retries: only the fake clock can get through it within the test.
+    const a = createSegmentAllocator({
+      store,
+      tag: 't',
+      clock,
+      retryMinMs: 60_000,
+      retryMaxMs: 60_000,
+      waitTimeoutMs: 30_000,
+      onEvent: (e) => {
+        if (e.type === 'lease-error') errors.push(e);
+      },
+    });
+    const first = a.next();
+    await new Promise((r) => setTimeout(r, 50));
+    expect(errors).toHaveLength(1);
+    store.down = false;
+    await new Promise((r) => setTimeout(r, 50));
+    expect(store.leaseCalls, 'the retry waits for clock time, not real time').toBe(0);
+    expect(await clock.settle(first, 80_000, 1_000)).toBe(1n);
+    expect(errors).toHaveLength(1);
+    expect(a.stats().lastLeaseAt).toBeGreaterThanOrEqual(1_700_000_000_000 + 45_000);
+    await a.close();
   });
 });

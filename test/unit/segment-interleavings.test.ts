@@ -50,7 +50,15 @@ describe('segment allocator under every interleaving (fast-check scheduler, in-m
             pause: () => s.schedule(Promise.resolve(), 'caller pause'),
             // A long wait bound: a stalled call stays pending and the checker names it.
             make: (_i, plan, onEvent) =>
-              createSegmentAllocator({ store, tag: 't', minStep: plan.minStep, maxStep: plan.maxStep, waitTimeoutMs: 600_000, closeTimeoutMs: 600_000, onEvent }),
+              createSegmentAllocator({
+                store,
+                tag: 't',
+                minStep: plan.minStep,
+                maxStep: plan.maxStep,
+                waitTimeoutMs: 600_000,
+                closeTimeoutMs: 600_000,
+                onEvent,
+              }),
           });
           await settle(s);
           let verdict: unknown;
@@ -72,7 +80,14 @@ describe('segment allocator under every interleaving (fast-check scheduler, in-m
   }, 120_000);
 
   it('the README sample: next() then nextBatch(step) on a fresh allocator, awaited bare', async () => {
-    for (const [step, n] of [[1000, 1000], [100, 100], [100, 150], [7, 7], [50, 51], [100, 99]] as const) {
+    for (const [step, n] of [
+      [1000, 1000],
+      [100, 100],
+      [100, 150],
+      [7, 7],
+      [50, 51],
+      [100, 99],
+    ] as const) {
       const rows = { maxId: 0n };
       const store: SegmentStore = {
         read: async () => ({ maxId: rows.maxId, step }),
@@ -104,7 +119,17 @@ describe('segment allocator: waits that end without IDs lose none', () => {
       giveBack: async (_t, expected, newMax) => (row.maxId === expected ? ((row.maxId = newMax), true) : false),
       create: async () => false,
     };
-    return { store, row, hold: () => { open = false; }, release: () => { open = true; gate.splice(0).forEach((r) => r()); } };
+    return {
+      store,
+      row,
+      hold: () => {
+        open = false;
+      },
+      release: () => {
+        open = true;
+        gate.splice(0).forEach((r) => r());
+      },
+    };
   }
 
   it('a batch that times out hands its IDs back: the next caller gets them, and the error says the lease has not answered', async () => {
@@ -114,7 +139,10 @@ describe('segment allocator: waits that end without IDs lose none', () => {
     await new Promise((r) => setTimeout(r, 5)); // and lands: 11..20 is the spare
     g.hold();
     const err = await a.nextBatch(25).catch((e: unknown) => e); // takes 7..20, waits for 11 more
-    expect(err).toMatchObject({ code: 'DB_UNAVAILABLE', message: expect.stringMatching(/has not answered \(no database error seen yet\)/) });
+    expect(err).toMatchObject({
+      code: 'DB_UNAVAILABLE',
+      message: expect.stringMatching(/has not answered \(no database error seen yet\)/),
+    });
     g.release();
     expect(await a.nextBatch(3)).toEqual([11n, 12n, 13n]); // 11..20 came back; 7..10 were in the older segment
     expect(a.stats().timeouts).toBe(1);
@@ -140,7 +168,7 @@ describe('segment allocator: waits that end without IDs lose none', () => {
     await b.close();
   });
 
-  it('close() with a pending batch gives the batch\'s IDs back to the row once the lease in flight lands', async () => {
+  it("close() with a pending batch gives the batch's IDs back to the row once the lease in flight lands", async () => {
     const g = gatedStore(10);
     const a = createSegmentAllocator({ store: g.store, tag: 't', minStep: 10, maxStep: 10 });
     expect(await a.next()).toBe(1n);
@@ -158,13 +186,18 @@ describe('segment allocator: waits that end without IDs lose none', () => {
 
   it('DB_UNAVAILABLE names the last database error when the lease keeps failing', async () => {
     const store: SegmentStore = {
-      read: async () => { throw new Error('connect ECONNREFUSED 127.0.0.1:3306'); },
+      read: async () => {
+        throw new Error('connect ECONNREFUSED 127.0.0.1:3306');
+      },
       lease: async () => ({ kind: 'unknown' }),
       giveBack: async () => false,
       create: async () => false,
     };
     const a = createSegmentAllocator({ store, tag: 't', waitTimeoutMs: 60, retryMinMs: 5, retryMaxMs: 10 });
-    await expect(a.next()).rejects.toMatchObject({ code: 'DB_UNAVAILABLE', message: expect.stringContaining('last database error: connect ECONNREFUSED 127.0.0.1:3306') });
+    await expect(a.next()).rejects.toMatchObject({
+      code: 'DB_UNAVAILABLE',
+      message: expect.stringContaining('last database error: connect ECONNREFUSED 127.0.0.1:3306'),
+    });
     await a.close();
   });
 });

@@ -48,7 +48,10 @@ export class MemoryStore implements SegmentStore {
     if (stalled) {
       let timer: ReturnType<typeof setTimeout> | undefined;
       const deadline = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`statement did not answer within ${this.statementTimeoutMs} ms (statementTimeoutMs)`)), this.statementTimeoutMs);
+        timer = setTimeout(
+          () => reject(new Error(`statement did not answer within ${this.statementTimeoutMs} ms (statementTimeoutMs)`)),
+          this.statementTimeoutMs,
+        );
       });
       try {
         await Promise.race([stalled, deadline]);

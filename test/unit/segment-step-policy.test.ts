@@ -61,20 +61,31 @@ describe('step policy', () => {
     expect(preloadThreshold(1000n, 10, 1000)).toBe(1000n); // segment shorter than the horizon: preload at once
     expect(preloadHorizonMs(1000, 500)).toBe(5000); // slow database: ten lease latencies
     fc.assert(
-      fc.property(fc.bigInt({ min: 1n, max: 2n ** 40n }), fc.option(fc.double({ min: 0, max: 1e7, noNaN: true }), { nil: undefined }), fc.nat(100_000), (size, rate, h) => {
-        const t = preloadThreshold(size, rate, h);
-        expect(t >= 0n && t <= size).toBe(true);
-      }),
+      fc.property(
+        fc.bigInt({ min: 1n, max: 2n ** 40n }),
+        fc.option(fc.double({ min: 0, max: 1e7, noNaN: true }), { nil: undefined }),
+        fc.nat(100_000),
+        (size, rate, h) => {
+          const t = preloadThreshold(size, rate, h);
+          expect(t >= 0n && t <= size).toBe(true);
+        },
+      ),
     );
   });
 
   it('backs off by doubling with jitter, capped', () => {
     fc.assert(
-      fc.property(fc.nat(100), fc.integer({ min: 1, max: 1000 }), fc.integer({ min: 1000, max: 60_000 }), fc.double({ min: 0, max: 0.999, noNaN: true }), (a, lo, hi, r) => {
-        const d = backoffMs(a, lo, hi, () => r);
-        expect(d).toBeGreaterThanOrEqual(1);
-        expect(d).toBeLessThanOrEqual(Math.ceil(hi * 1.25));
-      }),
+      fc.property(
+        fc.nat(100),
+        fc.integer({ min: 1, max: 1000 }),
+        fc.integer({ min: 1000, max: 60_000 }),
+        fc.double({ min: 0, max: 0.999, noNaN: true }),
+        (a, lo, hi, r) => {
+          const d = backoffMs(a, lo, hi, () => r);
+          expect(d).toBeGreaterThanOrEqual(1);
+          expect(d).toBeLessThanOrEqual(Math.ceil(hi * 1.25));
+        },
+      ),
     );
     expect(backoffMs(0, 100, 10_000, () => 0.5)).toBe(100);
     expect(backoffMs(3, 100, 10_000, () => 0.5)).toBe(800);

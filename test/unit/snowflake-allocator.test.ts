@@ -4,8 +4,8 @@ import { createSnowflakeAllocator } from '../../src/snowflake/index.js';
 import type { SnowflakeAllocatorOptions } from '../../src/snowflake/options.js';
 import { decodeId, resolveLayout, type IdLayout } from '../../src/layout/index.js';
 import { isIdleaseError } from '../../src/errors.js';
-import { createFakeClock, type FakeClock } from './snowflake-fake-clock.js';
-import { createMemoryWorkerIdStore, type MemoryWorkerIdStore } from './worker-memory-store.js';
+import { createFakeClock, type FakeClock } from './fake-clock.js';
+import { createMemoryWorkerIdStore } from './worker-memory-store.js';
 
 const START = Date.UTC(2026, 0, 1);
 const TTL = 1_000;
@@ -31,7 +31,15 @@ async function codeOf(p: Promise<unknown>): Promise<string | undefined> {
 describe('createSnowflakeAllocator options', () => {
   it('refuses bad options with BAD_CONFIG', () => {
     const store = createMemoryWorkerIdStore(() => 0);
-    for (const bad of [{}, { store, knex: {} as never }, { store, leaseTtlMs: 5 }, { store, maxLeadMs: -1 }, { store, group: '' }, { store, layout: 'nope' as never }, { store, wat: 1 } as never]) {
+    for (const bad of [
+      {},
+      { store, knex: {} as never },
+      { store, leaseTtlMs: 5 },
+      { store, maxLeadMs: -1 },
+      { store, group: '' },
+      { store, layout: 'nope' as never },
+      { store, wat: 1 } as never,
+    ]) {
       expect(() => createSnowflakeAllocator(bad as SnowflakeAllocatorOptions)).toThrow(expect.objectContaining({ code: 'BAD_CONFIG' }));
     }
   });
@@ -116,7 +124,8 @@ describe('snowflake allocator on an injected clock', () => {
     const a = make({}, ahead);
     // A's host runs a minute fast; its clock is driven alongside the shared one.
     const p = a.nextBatch(50);
-    for (let i = 0; i < 50 && !(await Promise.race([p.then(() => true), Promise.resolve(false)])); i++) await Promise.all([ahead.advance(1), clock.advance(1)]);
+    for (let i = 0; i < 50 && !(await Promise.race([p.then(() => true), Promise.resolve(false)])); i++)
+      await Promise.all([ahead.advance(1), clock.advance(1)]);
     const fromA = await p;
     await Promise.all([ahead.settle(a.close()), clock.advance(1)]);
     const b = make({ maxLeadMs: 120_000, waitTimeoutMs: 5_000 });
@@ -193,7 +202,8 @@ describe('snowflake allocator on an injected clock', () => {
           monoMs: () => shared.mono,
           sleep: (ms: number) => shared.sleep(ms),
         }));
-        const make = (i: number) => createSnowflakeAllocator({ store, clock: clocks[i]!, layout, leaseTtlMs: TTL, maxLeadMs: 100, waitTimeoutMs: 300 });
+        const make = (i: number) =>
+          createSnowflakeAllocator({ store, clock: clocks[i]!, layout, leaseTtlMs: TTL, maxLeadMs: 100, waitTimeoutMs: 300 });
         const allocs = [make(0), make(1), make(2)];
         const seen = new Set<bigint>();
         const last = [-1n, -1n, -1n];
@@ -209,7 +219,10 @@ describe('snowflake allocator on an injected clock', () => {
         };
         for (const o of ops) {
           if (o.kind === 'issue') {
-            const ids = await shared.settle(allocs[o.who]!.nextBatch(o.n).catch(() => [] as bigint[]), 5_000);
+            const ids = await shared.settle(
+              allocs[o.who]!.nextBatch(o.n).catch(() => [] as bigint[]),
+              5_000,
+            );
             for (const id of ids) take(o.who, id);
           } else if (o.kind === 'step') skew[o.who]! += o.ms;
           else if (o.kind === 'advance') await shared.advance(o.ms);
@@ -244,7 +257,12 @@ describe('snowflake close() is bounded', () => {
   it('closes within closeTimeoutMs of fake time when a renewal or the release hangs, and a hook that throws changes nothing', async () => {
     for (const hang of ['renew', 'release'] as const) {
       const { clock, store, make } = setup();
-      const a = make({ closeTimeoutMs: 300, onEvent: () => { throw new Error('broken hook'); } });
+      const a = make({
+        closeTimeoutMs: 300,
+        onEvent: () => {
+          throw new Error('broken hook');
+        },
+      });
       await clock.settle(a.next());
       store[hang] = never;
       if (hang === 'renew') await clock.advance(TTL / 3 + 1); // the renewal is now in flight for good
@@ -253,5 +271,32 @@ describe('snowflake close() is bounded', () => {
       expect(clock.mono - startedAt).toBeLessThanOrEqual(301);
       expect(a.stats().issued).toBe(1);
     }
+  });
+});
+
+describe('a claim or renewal that never answers (real clock)', () => {
+  it('is given up at ttl − margin and asked again: the holder keeps its id and issues again, no waiting on TCP', async () => {
+    const store = createMemoryWorkerIdStore(() => performance.now());
+    const renew = store.renew.bind(store);
+    let hangs = 0;
+    // The second renewal (the first after the claim's own) hangs for good, as behind a silent network cut.
+    let renewals = 0;
+    store.renew = (...args) => (++renewals === 2 ? (hangs++, new Promise<never>(() => undefined)) : renew(...args));
+    const errors: string[] = [];
+    const a = createSnowflakeAllocator({
+      store,
+      leaseTtlMs: 300,
+      waitTimeoutMs: 1_000,
+      onEvent: (e) => e.type === 'lease-error' && errors.push((e.error as Error).message),
+    });
+    await a.next();
+    // Fenced at 270 ms after the last answered renewal, given up at 270 ms after the hung one was sent, renewed at once after.
+    await new Promise((r) => setTimeout(r, 700));
+    await a.next();
+    expect(hangs).toBe(1);
+    expect(errors).toEqual(['statement did not answer within 270 ms (leaseTtlMs less the fence margin: a later answer fences nothing)']);
+    expect(a.stats()).toMatchObject({ workerId: 0, lost: 0, claims: 1 });
+    expect(a.stats().renewals).toBeGreaterThanOrEqual(3);
+    await a.close();
   });
 });

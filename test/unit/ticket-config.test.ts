@@ -31,10 +31,15 @@ describe('validateServerSet', () => {
 
   it('an accepted set never lets two servers issue the same ID', () => {
     fc.assert(
-      fc.property(fc.uniqueArray(fc.integer({ min: 1, max: 9 }), { minLength: 1, maxLength: 9 }), fc.integer({ min: 1, max: 9 }), fc.bigInt({ min: 1n, max: MAX_INT64 }), (offsets, increment, id) => {
-        if (code(() => validateServerSet(offsets, increment))) return;
-        expect(offsets.filter((o) => belongsTo(id, increment, o)).length).toBeLessThanOrEqual(1);
-      }),
+      fc.property(
+        fc.uniqueArray(fc.integer({ min: 1, max: 9 }), { minLength: 1, maxLength: 9 }),
+        fc.integer({ min: 1, max: 9 }),
+        fc.bigInt({ min: 1n, max: MAX_INT64 }),
+        (offsets, increment, id) => {
+          if (code(() => validateServerSet(offsets, increment))) return;
+          expect(offsets.filter((o) => belongsTo(id, increment, o)).length).toBeLessThanOrEqual(1);
+        },
+      ),
     );
   });
 
@@ -77,11 +82,17 @@ describe('refuseReason', () => {
 describe('backoffMs', () => {
   it('grows, stays within [1, max], never NaN', () => {
     fc.assert(
-      fc.property(fc.integer({ min: 0, max: 10_000 }), fc.integer({ min: 1, max: 1000 }), fc.integer({ min: 1, max: 60_000 }), fc.double({ min: 0, max: 1, noNaN: true }), (f, init, max, r) => {
-        const v = backoffMs(f, init, max, () => r);
-        expect(v).toBeGreaterThanOrEqual(1);
-        expect(v).toBeLessThanOrEqual(Math.max(1, max));
-      }),
+      fc.property(
+        fc.integer({ min: 0, max: 10_000 }),
+        fc.integer({ min: 1, max: 1000 }),
+        fc.integer({ min: 1, max: 60_000 }),
+        fc.double({ min: 0, max: 1, noNaN: true }),
+        (f, init, max, r) => {
+          const v = backoffMs(f, init, max, () => r);
+          expect(v).toBeGreaterThanOrEqual(1);
+          expect(v).toBeLessThanOrEqual(Math.max(1, max));
+        },
+      ),
     );
   });
 });

@@ -24,9 +24,12 @@ const range = fc
 describe('intOption', () => {
   it('returns an integer inside [min, max] unchanged', () => {
     fc.assert(
-      fc.property(range.chain((r) => fc.tuple(fc.constant(r), fc.integer({ min: r.min, max: r.max }))), ([r, v]) => {
-        expect(intOption(v, 'someOption', r)).toBe(v);
-      }),
+      fc.property(
+        range.chain((r) => fc.tuple(fc.constant(r), fc.integer({ min: r.min, max: r.max }))),
+        ([r, v]) => {
+          expect(intOption(v, 'someOption', r)).toBe(v);
+        },
+      ),
     );
   });
 
@@ -43,6 +46,9 @@ describe('intOption', () => {
           fc.boolean(),
           fc.bigInt(),
           fc.object(),
+          // Found by this property: a message built with String(value) threw a TypeError here.
+          fc.constant(Object.create(null) as object),
+          fc.constant({ toString: 'not a function' }),
         ),
       ),
     );
@@ -95,7 +101,8 @@ describe('every allocator refuses an unknown option', () => {
 });
 
 describe('retryable, read from ERROR_CATEGORIES', () => {
-  const fatal = (retried: readonly IdleaseErrorCode[]) => (Object.keys(ERROR_CATEGORIES) as IdleaseErrorCode[]).filter((c) => isFatalCode(c, retried)).sort();
+  const fatal = (retried: readonly IdleaseErrorCode[]) =>
+    (Object.keys(ERROR_CATEGORIES) as IdleaseErrorCode[]).filter((c) => isFatalCode(c, retried)).sort();
 
   it('stops the segment lease loop on exactly the codes it always stopped on', () => {
     expect(fatal(SEGMENT_LEASE_RETRIED)).toEqual(['BAD_CONFIG', 'EXHAUSTED', 'INVARIANT', 'NOT_MIGRATED', 'UNKNOWN_TAG', 'UNSAFE_NUMBER']);

@@ -29,7 +29,14 @@ export function createMemoryWorkerIdStore(dbNow: () => number): MemoryWorkerIdSt
         const row = rows.get(key(group, id));
         if (row && row.expiresAt >= now) continue;
         const maxTimeMs = row?.maxTimeMs ?? 0n;
-        rows.set(key(group, id), { token: holder.token, host: holder.host, pid: holder.pid, startedAt: holder.startedAt, expiresAt: now + ttlMs, maxTimeMs });
+        rows.set(key(group, id), {
+          token: holder.token,
+          host: holder.host,
+          pid: holder.pid,
+          startedAt: holder.startedAt,
+          expiresAt: now + ttlMs,
+          maxTimeMs,
+        });
         return { workerId: id, maxTimeMs };
       }
       return undefined;
@@ -56,7 +63,16 @@ export function createMemoryWorkerIdStore(dbNow: () => number): MemoryWorkerIdSt
       for (const [k, r] of rows) {
         const [g, id] = k.split('\u0000') as [string, string];
         if (group !== undefined && g !== group) continue;
-        out.push({ group: g, workerId: Number(id), host: r.host, pid: r.pid, startedAt: r.startedAt, leaseExpiresAt: new Date(r.expiresAt), maxTimeMs: r.maxTimeMs, alive: r.expiresAt >= now });
+        out.push({
+          group: g,
+          workerId: Number(id),
+          host: r.host,
+          pid: r.pid,
+          startedAt: r.startedAt,
+          leaseExpiresAt: new Date(r.expiresAt),
+          maxTimeMs: r.maxTimeMs,
+          alive: r.expiresAt >= now,
+        });
       }
       return out.sort((a, b) => a.group.localeCompare(b.group) || a.workerId - b.workerId);
     },

@@ -5,10 +5,17 @@ import { sql } from 'drizzle-orm';
 import { bigint, pgSequence, pgTable, text } from 'drizzle-orm/pg-core';
 
 export const idleaseNextIdSeq = pgSequence('idlease_next_id_seq', {
-  startWith: 0, minValue: 0, maxValue: '9007199254740991', cache: 4, increment: 1, cycle: false,
+  startWith: 0,
+  minValue: 0,
+  maxValue: '9007199254740991',
+  cache: 4,
+  increment: 1,
+  cycle: false,
 });
 
 export const orders = pgTable('orders', {
-  id: bigint('id', { mode: 'bigint' }).primaryKey().default(sql`next_id()`),
+  id: bigint('id', { mode: 'bigint' })
+    .primaryKey()
+    .default(sql`next_id()`),
   note: text('note').notNull(),
 });

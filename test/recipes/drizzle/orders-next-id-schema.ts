@@ -5,6 +5,8 @@ import { bigint, pgTable, text } from 'drizzle-orm/pg-core';
 
 export const orders = pgTable('orders', {
   // mode 'bigint': IDs pass 2^53; a JS number would round them.
-  id: bigint('id', { mode: 'bigint' }).primaryKey().default(sql`ids.next_id()`),
+  id: bigint('id', { mode: 'bigint' })
+    .primaryKey()
+    .default(sql`ids.next_id()`),
   note: text('note').notNull(),
 });

@@ -1,4 +1,4 @@
-/** A hand-driven clock for the snowflake allocator: wall and monotonic time move only when a test says so. */
+/** A hand-driven clock for allocators under test: wall and monotonic time move only when a test says so. */
 import type { SnowflakeClock } from '../../src/snowflake/options.js';
 
 export interface FakeClock extends SnowflakeClock {

@@ -1,0 +1,84 @@
+/**
+ * The one reading of what a database driver's error means (mysql2, pg, postgres.js, PGlite
+ * all report MySQL errnos or PostgreSQL SQLSTATEs): every retry, NOT_MIGRATED, "server down"
+ * and "check your URL" decision in idlease starts here, so a new driver or a new code is
+ * taught in one place.
+ */
+export type DriverErrorKind =
+  /** Rolled back whole after losing a race (deadlock, Galera certification, serialization): safe to run again at once. */
+  | 'conflict'
+  /** Waited too long for a lock held elsewhere: nothing changed; the server is alive but contended. */
+  | 'lock-timeout'
+  /** A table, sequence or schema idlease needs is not there: migrations have not run. */
+  | 'missing-relation'
+  | 'access-denied'
+  | 'unknown-database'
+  /** The resolver's definite "no such name" (NXDOMAIN). */
+  | 'unknown-host'
+  /** The connection could not be made or was lost: the server is away, or the network. */
+  | 'transport';
+
+const CONFLICT_CODES = new Set(['40P01', '40001']);
+const CONFLICT_ERRNOS = new Set([1213]);
+// 1467 ER_AUTOINC_READ_FAILED is what InnoDB reports when the wait for its table-level
+// AUTO-INC lock (INSERT … SELECT) ends in a deadlock or timeout; genuine counter exhaustion
+// also reports it, which a bounded retry then surfaces.
+const LOCK_TIMEOUT_CODES = new Set(['55P03']);
+const LOCK_TIMEOUT_ERRNOS = new Set([1205, 1467]);
+// 42P01 undefined_table (a missing sequence in nextval() too); 3F000 invalid_schema_name:
+// idlease's own schema is created by migrate, so its absence means the same thing.
+const MISSING_CODES = new Set(['42P01', '3F000', 'ER_NO_SUCH_TABLE']);
+const MISSING_TEXT = /relation "?[^"]*"? does not exist|schema "[^"]*" does not exist|Table '[^']*' doesn't exist/i;
+const ACCESS_DENIED = new Set(['ER_ACCESS_DENIED_ERROR', 'ER_DBACCESS_DENIED_ERROR', '28P01', '28000']);
+const UNKNOWN_DATABASE = new Set(['ER_BAD_DB_ERROR', '3D000']);
+// EAI_AGAIN, a resolver that did not answer, is the network being away, not a wrong name.
+const UNKNOWN_HOST = new Set(['ENOTFOUND']);
+const TRANSPORT = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ECONNABORTED',
+  'ETIMEDOUT',
+  'EPIPE',
+  'PROTOCOL_CONNECTION_LOST',
+  '57P01',
+  '57P03',
+]);
+
+export function classifyDriverError(err: unknown): DriverErrorKind | undefined {
+  const e = err as { code?: unknown; errno?: unknown; message?: unknown; fatal?: unknown } | null;
+  if (e === null || typeof e !== 'object') return undefined;
+  const code = typeof e.code === 'string' ? e.code : undefined;
+  const errno = typeof e.errno === 'number' ? e.errno : undefined;
+  if ((code !== undefined && CONFLICT_CODES.has(code)) || (errno !== undefined && CONFLICT_ERRNOS.has(errno))) return 'conflict';
+  if ((code !== undefined && LOCK_TIMEOUT_CODES.has(code)) || (errno !== undefined && LOCK_TIMEOUT_ERRNOS.has(errno)))
+    return 'lock-timeout';
+  if ((code !== undefined && MISSING_CODES.has(code)) || errno === 1146) return 'missing-relation';
+  if ((code !== undefined && ACCESS_DENIED.has(code)) || errno === 1045) return 'access-denied';
+  if ((code !== undefined && UNKNOWN_DATABASE.has(code)) || errno === 1049) return 'unknown-database';
+  if (code !== undefined && UNKNOWN_HOST.has(code)) return 'unknown-host';
+  if (code !== undefined && TRANSPORT.has(code)) return 'transport';
+  // Narrow on purpose: a bare "does not exist" also matches PostgreSQL's unknown database
+  // (3D000, caught above), which is a connection problem, not a migration to run.
+  if (MISSING_TEXT.test(String(e.message))) return 'missing-relation';
+  return undefined;
+}
+
+/** A statement that lost a race and was rolled back whole: running it again is safe. */
+export const isConflict = (err: unknown): boolean => classifyDriverError(err) === 'conflict';
+
+/** A conflict or a lock wait that ended: the server is alive, another try (here or elsewhere) may succeed. */
+export function isLockConflict(err: unknown): boolean {
+  const kind = classifyDriverError(err);
+  return kind === 'conflict' || kind === 'lock-timeout';
+}
+
+/** "The table (or sequence) idlease needs is not there": what turns into NOT_MIGRATED. */
+export const isMissingTable = (err: unknown): boolean => classifyDriverError(err) === 'missing-relation';
+
+/** A connection that failed this way cannot be trusted again: a session pool drops it instead of reusing it. */
+export function isTransportError(err: unknown): boolean {
+  return classifyDriverError(err) === 'transport' || (err as { fatal?: unknown } | null)?.fatal === true;
+}

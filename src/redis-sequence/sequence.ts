@@ -1,0 +1,434 @@
+import { connectionProblem } from '../dialects/connection-errors.js';
+import { IdleaseError, isRetryable } from '../errors.js';
+import { Emitter } from '../runtime/events.js';
+import { BackgroundTask } from '../runtime/task.js';
+import { settlesWithin } from '../runtime/deadline.js';
+import { wakeableSleep, type WakeableSleep } from '../runtime/clock.js';
+import { backoffMs } from '../runtime/backoff.js';
+import { chooseStep, ewma, preloadHorizonMs, preloadThreshold } from '../segment/step-policy.js';
+import { resolveRedisSequenceOptions, type RedisSequenceOptions, type ResolvedRedisSequenceOptions } from './options.js';
+import { RedisKey } from './redis-store.js';
+import type { RedisSequence, RedisSequenceEvent, RedisSequenceStats } from './types.js';
+import { isRegression, windowOf, type Window } from './window.js';
+
+/** Longest pause between two calls of a caller waiting for another process's window. */
+const MAX_POLL_MS = 50;
+
+/**
+ * A sequence issued by Redis inside windows leased from the database. Each call is one script on
+ * the tag's key (script.ts): it issues, or says the key is another incarnation's, or elects this
+ * caller to lease the next window. The window loop (one BackgroundTask) leases with the segment
+ * store — one forward-reserved statement, committed before Redis ever sees the window — and
+ * installs by compare-and-set on the incarnation that elected it.
+ */
+class RedisSequenceImpl implements RedisSequence {
+  readonly tag: string;
+  private readonly options: ResolvedRedisSequenceOptions;
+  private readonly key: RedisKey;
+  private readonly events: Emitter<RedisSequenceEvent>;
+  private readonly windowTask: BackgroundTask;
+
+  /** The incarnation that elected this process to lease a window; cleared by a definite install answer. */
+  private electedBy: string | undefined;
+  /** Counts elections, so a round clears only the election it served, not one won meanwhile. */
+  private elections = 0;
+  private demand = 0;
+  /** The window this process queued, given back on close if nobody started it. */
+  private queued: { window: Window; identity: string } | undefined;
+  /** Woken when the window loop finishes a round, so waiting callers ask Redis again at once. */
+  private readonly sleepers = new Set<WakeableSleep>();
+  private fatal: unknown;
+  private closing = false;
+  private closed = false;
+  private closePromise: Promise<void> | undefined;
+
+  private rowStep: number | undefined;
+  private windowSize = 0;
+  private leaseLatencyMs: number | undefined;
+  private ratePerMs: number | undefined;
+  private rateAt: number | undefined;
+  private ratePos = 0n;
+
+  private served = 0;
+  private calls = 0;
+  private windows = 0;
+  private reseeds = 0;
+  private lostWindows = 0;
+  private givenBack = 0n;
+  private regressions = 0;
+  private redisErrors = 0;
+  private leaseErrors = 0;
+  private timeouts = 0;
+  private left = 0;
+  private readonly queue: Array<{ resolve: (id: bigint) => void; reject: (err: unknown) => void }> = [];
+  private draining = false;
+  private preloadLeft = 500;
+  private lastError: unknown;
+
+  constructor(options: ResolvedRedisSequenceOptions) {
+    this.options = options;
+    this.tag = options.tag;
+    this.key = new RedisKey(options.redis, options.key, options.commandTimeoutMs, options.clock);
+    this.events = new Emitter(options.onEvent);
+    this.windowTask = new BackgroundTask({
+      wanted: () => this.electedBy !== undefined && !this.closing && this.fatal === undefined,
+      step: () => this.windowStep(),
+      failed: (err, attempt, retryInMs) => this.windowFailed(err, attempt, retryInMs),
+      ended: () => this.wakeCallers(),
+      backoff: { minMs: options.retryMinMs, maxMs: options.retryMaxMs },
+      clock: options.clock,
+    });
+  }
+
+  /**
+   * Callers that arrive while a call is on the wire share the next one: one script call issues for
+   * all of them, in call order. A caller still gets an ID above every ID handed out before it
+   * called, since its call is sent after it arrived.
+   */
+  next(): Promise<bigint> {
+    return new Promise<bigint>((resolve, reject) => {
+      this.queue.push({ resolve, reject });
+      if (!this.draining) void this.drain();
+    });
+  }
+
+  private async drain(): Promise<void> {
+    this.draining = true;
+    while (this.queue.length > 0) {
+      const callers = this.queue.splice(0, this.options.maxBatch);
+      try {
+        const ids = await this.take(callers.length);
+        for (let i = 0; i < callers.length; i++) callers[i]!.resolve(ids[i]!);
+      } catch (err) {
+        for (const c of callers) c.reject(err);
+      }
+    }
+    this.draining = false;
+  }
+
+  nextBatch(n: number): Promise<bigint[]> {
+    if (!Number.isSafeInteger(n) || n < 1 || n > this.options.maxBatch) {
+      return Promise.reject(
+        new IdleaseError(
+          'BAD_ARGUMENT',
+          `nextBatch(n): n must be an integer from 1 to ${this.options.maxBatch} (maxBatch), got ${String(n)}.`,
+        ),
+      );
+    }
+    return this.take(n);
+  }
+
+  stats(): RedisSequenceStats {
+    return Object.freeze({
+      tag: this.tag,
+      key: this.options.key,
+      served: this.served,
+      calls: this.calls,
+      windows: this.windows,
+      reseeds: this.reseeds,
+      lostWindows: this.lostWindows,
+      givenBack: this.givenBack,
+      regressions: this.regressions,
+      redisErrors: this.redisErrors,
+      leaseErrors: this.leaseErrors,
+      timeouts: this.timeouts,
+      windowSize: this.windowSize,
+      left: this.left,
+      ratePerSecond: this.ratePerMs === undefined ? undefined : this.ratePerMs * 1000,
+      lastError: this.lastError,
+      closed: this.closed,
+    });
+  }
+
+  onEvent(listener: (event: RedisSequenceEvent) => void): () => void {
+    if (typeof listener !== 'function')
+      throw new IdleaseError('BAD_ARGUMENT', 'onEvent(listener): listener must be a function (event) => void.');
+    return this.events.add(listener);
+  }
+
+  close(): Promise<void> {
+    this.closePromise ??= this.doClose();
+    return this.closePromise;
+  }
+
+  private async take(n: number): Promise<bigint[]> {
+    const clock = this.options.clock;
+    const deadline = clock.monoMs() + this.options.waitTimeoutMs;
+    const out: bigint[] = [];
+    let failures = 0;
+    let pauseMs = 1;
+    for (;;) {
+      if (this.closing) throw this.closedError();
+      if (this.fatal !== undefined) throw this.fatal;
+      let waitMs: number;
+      try {
+        const reply = await this.key.next(n - out.length, this.preloadLeft, this.options.claimTimeoutMs);
+        this.calls++;
+        failures = 0;
+        if (reply.kind === 'stale') {
+          this.reseeds++;
+          this.emit({ type: 'reseed', tag: this.tag, identity: reply.identity });
+          this.elect(reply.identity, n - out.length);
+        } else {
+          for (const id of reply.ids) out.push(id);
+          this.left = reply.left;
+          if (reply.ids.length > 0) this.measure(reply.ids[reply.ids.length - 1]!);
+          if (reply.elected !== undefined) this.elect(reply.elected, n - out.length);
+          if (out.length === n) {
+            this.served += n;
+            return out;
+          }
+        }
+        waitMs = pauseMs;
+        pauseMs = Math.min(2 * pauseMs, MAX_POLL_MS);
+      } catch (err) {
+        if (err instanceof IdleaseError && err.code === 'INVARIANT') throw err;
+        this.redisErrors++;
+        this.lastError = err;
+        this.emit({ type: 'redis-error', tag: this.tag, error: err });
+        waitMs = backoffMs(failures++, this.options.retryMinMs, this.options.retryMaxMs);
+        // IDs already taken for this call are dropped with it: a gap, as for any call that fails.
+        if (clock.monoMs() + waitMs > deadline) throw this.timedOut(this.redisUnavailable(err));
+      }
+      if (clock.monoMs() + waitMs > deadline) throw this.timedOut(this.noWindow());
+      await this.pause(waitMs);
+    }
+  }
+
+  /** Wait `ms`, or less if the window loop finishes a round first. */
+  private async pause(ms: number): Promise<void> {
+    const s = wakeableSleep(this.options.clock, ms);
+    this.sleepers.add(s);
+    try {
+      await s.done;
+    } finally {
+      this.sleepers.delete(s);
+    }
+  }
+
+  private wakeCallers(): void {
+    for (const s of this.sleepers) s.wake();
+  }
+
+  private elect(identity: string, demand: number): void {
+    if (this.closing || this.fatal !== undefined) {
+      // Elected by a call that was on the wire when this process stopped leasing: hand it on.
+      void this.key.release(identity).catch(() => undefined);
+      return;
+    }
+    this.electedBy = identity;
+    this.elections++;
+    this.demand = Math.max(this.demand, demand);
+    if (this.windowTask.running) this.windowTask.wake();
+    else this.windowTask.start();
+  }
+
+  /**
+   * IDs the key may hold when the next window is leased: the step policy's preload rule, on the
+   * key's rate across all processes. Kept up to date when its inputs change, not computed per call.
+   */
+  private refreshPreload(): void {
+    const size = BigInt(this.windowSize || this.rowStep || 1000);
+    this.preloadLeft = Number(preloadThreshold(size, this.ratePerMs, preloadHorizonMs(this.options.preloadMs, this.leaseLatencyMs)));
+  }
+
+  /** The key's issue rate, from the last ID each reply carried (every process's calls move it). */
+  private measure(last: bigint): void {
+    const now = this.options.clock.monoMs();
+    if (this.rateAt === undefined) {
+      this.rateAt = now;
+      this.ratePos = last;
+      return;
+    }
+    const dt = now - this.rateAt;
+    if (dt < 100) return;
+    const moved = last - this.ratePos;
+    // A jump of more than a few windows is a reseed or another tag user's gap, not consumption.
+    if (moved >= 0n && moved <= BigInt(4 * Math.max(this.windowSize, 1000))) {
+      this.ratePerMs = ewma(this.ratePerMs, Number(moved) / dt);
+      this.refreshPreload();
+    }
+    this.rateAt = now;
+    this.ratePos = last;
+  }
+
+  private async windowStep(): Promise<number> {
+    const identity = this.electedBy!;
+    const election = this.elections;
+    const started = this.options.clock.monoMs();
+    const w = await this.leaseWindow();
+    this.leaseLatencyMs = ewma(this.leaseLatencyMs, this.options.clock.monoMs() - started);
+    this.refreshPreload();
+    const r = await this.key.install(identity, w);
+    if (this.elections === election) this.electedBy = undefined;
+    this.demand = 0;
+    switch (r.kind) {
+      case 'current':
+      case 'queued':
+        this.windows++;
+        if (r.kind === 'queued') this.queued = { window: w, identity };
+        this.emit({ type: 'window', tag: this.tag, start: w.base + 1n, end: w.end, as: r.kind, ms: this.options.clock.monoMs() - started });
+        break;
+      case 'lost':
+        // The script saw this window above everything the key was given and another one queued:
+        // it was never installed, so the row may take it back.
+        await this.lose(w, 'race', true);
+        break;
+      case 'low': {
+        // Below the key's high-water mark: a later window won, or a resent install of this very
+        // window already landed (ioredis resends), or the database went back. Never given back.
+        const row = await this.options.store.read(this.tag);
+        const maxId = row?.maxId ?? 0n;
+        if (isRegression(w, r.hi, maxId)) throw this.regressed(w, r.hi, maxId);
+        await this.lose(w, 'race', false);
+        break;
+      }
+      case 'stale':
+        // The incarnation that elected us is gone. This install may have landed on it before it
+        // went (a resent call), so the window is a gap; the next call re-elects on the new one.
+        await this.lose(w, 'incarnation', false);
+        break;
+    }
+    this.wakeCallers();
+    return 0;
+  }
+
+  private windowFailed(err: unknown, attempt: number, retryInMs: number): boolean {
+    this.lastError = err;
+    if (!isRetryable(err)) {
+      this.fatal = err;
+      // The others must not wait out claimTimeoutMs for a window this process will never install:
+      // elected in turn, each meets the same error itself.
+      if (this.electedBy !== undefined) void this.key.release(this.electedBy).catch(() => undefined);
+      return false;
+    }
+    this.leaseErrors++;
+    this.emit({ type: 'lease-error', tag: this.tag, error: err, problem: connectionProblem(err), attempt, retryInMs });
+    return true;
+  }
+
+  private async leaseWindow(): Promise<Window> {
+    const { store, create } = this.options;
+    let row = await store.read(this.tag);
+    if (row === undefined && create !== undefined) {
+      await store.create(this.tag, create.start - 1n, create.step, create.description);
+      row = await store.read(this.tag);
+    }
+    if (row === undefined) {
+      throw new IdleaseError(
+        'UNKNOWN_TAG',
+        `Tag ${JSON.stringify(this.tag)} has no row in ${this.options.table}. Add it: \`idlease tag add ${this.tag}\`, or pass create: { start, step } to createRedisSequence.`,
+      );
+    }
+    this.rowStep = row.step;
+    const size = chooseStep({
+      rowStep: row.step,
+      minStep: this.options.minStep,
+      maxStep: this.options.maxStep,
+      ratePerMs: this.ratePerMs,
+      targetLeaseMs: this.options.targetLeaseMs,
+      demand: this.demand,
+      previousStep: this.windowSize,
+    });
+    const res = await store.lease(this.tag, size);
+    if (res.kind === 'full')
+      throw new IdleaseError(
+        'EXHAUSTED',
+        `Tag ${JSON.stringify(this.tag)} reached the largest 64-bit ID (max_id = ${res.maxId}); IDs never wrap. Use a new tag.`,
+      );
+    if (res.kind === 'unknown')
+      throw new IdleaseError(
+        'UNKNOWN_TAG',
+        `Tag ${JSON.stringify(this.tag)} lost its row in ${this.options.table} during a lease. Add it again: \`idlease tag add ${this.tag}\`.`,
+      );
+    this.windowSize = size;
+    return windowOf(res.end, size, this.tag);
+  }
+
+  private async lose(w: Window, reason: 'race' | 'incarnation', mayGiveBack: boolean): Promise<void> {
+    this.lostWindows++;
+    const ok = mayGiveBack ? await this.giveBack(w) : false;
+    this.emit({ type: 'lost-window', tag: this.tag, start: w.base + 1n, end: w.end, reason, givenBack: ok });
+  }
+
+  /** The row's CAS give-back: only if nobody leased after `w`, otherwise `w` stays a gap. */
+  private async giveBack(w: Window): Promise<boolean> {
+    const ok = await this.options.store.giveBack(this.tag, w.end, w.base).catch(() => false);
+    if (ok) this.givenBack += BigInt(w.size);
+    this.emit({ type: 'give-back', tag: this.tag, from: w.end, to: w.base, ok });
+    return ok;
+  }
+
+  private regressed(w: Window, hi: bigint, maxId: bigint): IdleaseError {
+    this.regressions++;
+    this.emit({ type: 'regression', tag: this.tag, start: w.base + 1n, end: w.end, redisHigh: hi, maxId });
+    return new IdleaseError(
+      'INVARIANT',
+      `Tag ${JSON.stringify(this.tag)} went backwards in the database: a lease returned (${w.base}, ${w.end}], but Redis key ${this.options.key} ` +
+        `already issued up to ${hi} (max_id now ${maxId}). Was the database failed over to a replica that missed recent writes, or restored? ` +
+        `Nothing was issued from that window. Raise the row above what Redis and every other process used: \`idlease tag bump ${this.tag} --to <n>\` with n > ${hi} ` +
+        'plus the largest step in use × the number of processes (docs/redis.md), then restart this process.',
+    );
+  }
+
+  private redisUnavailable(err: unknown): IdleaseError {
+    return new IdleaseError(
+      'REDIS_UNAVAILABLE',
+      `Redis did not answer for tag ${JSON.stringify(this.tag)} (key ${this.options.key}) within ${this.options.waitTimeoutMs} ms (waitTimeoutMs): ${String((err as Error)?.message ?? err)}. ` +
+        'Check that the Redis server is up and that the client is connected; calls recover by themselves when it answers.',
+      { cause: err },
+    );
+  }
+
+  private noWindow(): IdleaseError {
+    const cause = this.lastError;
+    return new IdleaseError(
+      'DB_UNAVAILABLE',
+      `No window for tag ${JSON.stringify(this.tag)} arrived in Redis within ${this.options.waitTimeoutMs} ms (waitTimeoutMs): ` +
+        (cause === undefined
+          ? 'the process leasing it did not finish (another process may hold the election for claimTimeoutMs).'
+          : `last error: ${String((cause as Error)?.message ?? cause)}.`) +
+        ' Check the database holding the segment row.',
+      cause === undefined ? undefined : { cause },
+    );
+  }
+
+  private timedOut(err: IdleaseError): IdleaseError {
+    this.timeouts++;
+    this.emit({ type: 'timeout', tag: this.tag, error: err });
+    return err;
+  }
+
+  private closedError(): IdleaseError {
+    return new IdleaseError('CLOSED', `The Redis sequence for tag ${JSON.stringify(this.tag)} was closed; create a new one.`);
+  }
+
+  private emit(event: RedisSequenceEvent): void {
+    this.events.emit(event);
+  }
+
+  private async doClose(): Promise<void> {
+    this.closing = true;
+    this.wakeCallers();
+    const { closeTimeoutMs, clock } = this.options;
+    const until = clock.monoMs() + closeTimeoutMs;
+    await this.windowTask.stop(closeTimeoutMs);
+    if (this.electedBy !== undefined) void this.key.release(this.electedBy).catch(() => undefined);
+    const q = this.queued;
+    if (q !== undefined) {
+      const giveBack = (async () => {
+        if (await this.key.unqueue(q.identity, q.window.base)) await this.giveBack(q.window);
+      })().catch(() => undefined);
+      await settlesWithin(giveBack, Math.max(0, until - clock.monoMs()), clock);
+    }
+    this.closed = true;
+  }
+}
+
+/**
+ * A Redis sequence for `tag`: one total order of IDs across every process, issued by Redis inside
+ * windows leased from the tag's segment row (docs/redis.md).
+ */
+export function createRedisSequence(options: RedisSequenceOptions): RedisSequence {
+  return new RedisSequenceImpl(resolveRedisSequenceOptions(options));
+}

@@ -1,0 +1,81 @@
+/**
+ * One "process" of the Redis sequence tests: takes IDs for a tag from a Redis sequence and appends
+ * them (int64, little endian) to a file, flushing every 256 IDs so that a SIGKILL loses at most
+ * the unflushed tail. Errors while Redis or the database is away are counted and the loop goes
+ * on. Prints `progress <n>` after each flush and a JSON summary line at the end.
+ *
+ *   node --import tsx test/redis/redis-worker.ts '<json config>'
+ */
+import { idFile } from '../helpers/id-file.js';
+import { createClient } from 'redis';
+import { Redis } from 'ioredis';
+import { connect } from '../../src/connect.js';
+import { createRedisSequence } from '../../src/redis-sequence/index.js';
+import { isIdleaseError } from '../../src/errors.js';
+
+interface WorkerConfig {
+  dbUrl: string;
+  redisPort: number;
+  tag: string;
+  count: number;
+  out: string;
+  client?: 'node-redis' | 'ioredis';
+  minStep?: number;
+  maxStep?: number;
+}
+
+const cfg = JSON.parse(process.argv[2] ?? '{}') as WorkerConfig;
+const knex = connect(cfg.dbUrl, { poolMax: 2 });
+let redis: unknown;
+let quit: () => Promise<unknown>;
+if (cfg.client === 'ioredis') {
+  const io = new Redis({ port: cfg.redisPort, host: '127.0.0.1', retryStrategy: () => 20, maxRetriesPerRequest: null, lazyConnect: false });
+  io.on('error', () => undefined);
+  redis = io;
+  quit = async () => io.disconnect();
+} else {
+  const nr = createClient({ socket: { port: cfg.redisPort, host: '127.0.0.1', reconnectStrategy: () => 20, connectTimeout: 1000 } });
+  nr.on('error', () => undefined);
+  await nr.connect();
+  redis = nr;
+  quit = async () => nr.destroy();
+}
+const seq = createRedisSequence({
+  redis,
+  knex,
+  tag: cfg.tag,
+  minStep: cfg.minStep ?? 50,
+  maxStep: cfg.maxStep ?? 5000,
+  targetLeaseMs: 2000,
+  waitTimeoutMs: 2000,
+  commandTimeoutMs: 500,
+  claimTimeoutMs: 1000,
+  retryMinMs: 10,
+  retryMaxMs: 200,
+});
+const ids = idFile(cfg.out, 256);
+const errors: Record<string, number> = {};
+for (let round = 0; ids.count < cfg.count; round++) {
+  try {
+    if (round % 8 === 0) {
+      for (const id of await seq.nextBatch(Math.min(1 + (round % 37), cfg.count - ids.count))) ids.put(id);
+    } else {
+      ids.put(await seq.next());
+    }
+  } catch (err) {
+    const code = isIdleaseError(err) ? err.code : String(err);
+    if (code !== 'REDIS_UNAVAILABLE' && code !== 'DB_UNAVAILABLE') {
+      process.stderr.write(`fatal ${code}: ${String((err as Error).message)}\n`);
+      process.exit(3);
+    }
+    errors[code] = (errors[code] ?? 0) + 1;
+  }
+}
+ids.close();
+const s = seq.stats();
+await seq.close();
+await quit();
+await knex.destroy();
+process.stdout.write(
+  `summary ${JSON.stringify({ done: ids.count, errors, windows: s.windows, reseeds: s.reseeds, lostWindows: s.lostWindows, givenBack: String(s.givenBack), calls: s.calls })}\n`,
+);
