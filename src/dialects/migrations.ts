@@ -13,3 +13,44 @@ export async function appliedMigrationNames(db: SqlExecutor, schema: string | un
     throw err;
   }
 }
+
+/**
+ * knex creates its lock table's one row by "SELECT, then INSERT if empty": two processes
+ * migrating a new database at once can both insert, and with two rows knex's
+ * `UPDATE … SET is_locked = 1 WHERE is_locked = 0` never changes exactly one row again, so
+ * every later migration waits out its lock timeout (seen on MariaDB: 3 concurrent
+ * `idlease migrate`, 1 round in ~10). Here the table and its row are made first, the row under
+ * a fixed key so concurrent inserts collide instead of adding a second row; knex then finds
+ * both and creates nothing. A table an earlier race left with several unlocked rows is cut
+ * back to one.
+ */
+export async function ensureMigrationLockRow(db: SqlExecutor, schema: string | undefined, table: string): Promise<void> {
+  const lock = qualified(db.flavor, schema, `${table}_lock`);
+  const mysql = db.flavor === 'mysql';
+  // knex's own shape for this table (increments('index'), integer('is_locked')).
+  await db.run(
+    mysql
+      ? `CREATE TABLE IF NOT EXISTS ${lock} (\`index\` int unsigned NOT NULL AUTO_INCREMENT PRIMARY KEY, \`is_locked\` int)`
+      : `CREATE TABLE IF NOT EXISTS ${lock} ("index" serial PRIMARY KEY, "is_locked" integer)`,
+    [],
+  );
+  await db.run(
+    mysql
+      ? `INSERT IGNORE INTO ${lock} (\`index\`, \`is_locked\`) SELECT 1, 0 FROM DUAL WHERE NOT EXISTS (SELECT 1 FROM ${lock})`
+      : `INSERT INTO ${lock} ("index", "is_locked") SELECT 1, 0 WHERE NOT EXISTS (SELECT 1 FROM ${lock}) ON CONFLICT DO NOTHING`,
+    [],
+  );
+  await dedupeMigrationLockRows(db, schema, table);
+}
+
+/** Keep the lowest row when several exist and none is held (a held one is left to `--unlock`). */
+export async function dedupeMigrationLockRows(db: SqlExecutor, schema: string | undefined, table: string): Promise<void> {
+  const lock = qualified(db.flavor, schema, `${table}_lock`);
+  await db.run(
+    db.flavor === 'mysql'
+      ? `DELETE a FROM ${lock} a JOIN ${lock} b ON b.\`index\` < a.\`index\` ` +
+          `WHERE NOT EXISTS (SELECT 1 FROM (SELECT \`is_locked\` FROM ${lock} WHERE \`is_locked\` <> 0) held)`
+      : `DELETE FROM ${lock} a USING ${lock} b WHERE b."index" < a."index" AND NOT EXISTS (SELECT 1 FROM ${lock} WHERE "is_locked" <> 0)`,
+    [],
+  );
+}

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { DEFAULT_SCHEMA, isPostgres, type Flavor } from '../dialects/detect.js';
-import { appliedMigrationNames } from '../dialects/migrations.js';
+import { appliedMigrationNames, dedupeMigrationLockRows, ensureMigrationLockRow } from '../dialects/migrations.js';
 import { currentSchema, relationsIn } from '../dialects/relocate.js';
 import type { SqlExecutor } from '../dialects/sql.js';
 import { knexExecutor, knexFlavor } from '../drivers/knex.js';
@@ -202,6 +202,7 @@ export async function migrate(knex: Knex, options: MigrateOptions = {}): Promise
         });
         relocation ??= r;
       }
+      await ensureMigrationLockRow(knexExecutor(knex), plan.schema, plan.migrationsTable);
       if (plan.direction === 'up') for (const m of plan.migrations) await m.refuseUp?.(knex);
       const applied = plan.direction === 'up' ? await up(knex, config) : await down(knex, config, plan);
       const moved = relocation
@@ -269,8 +270,9 @@ async function down(knex: Knex, config: Knex.MigratorConfig, plan: Plan): Promis
 export async function unlockMigrations(knex: Knex, options: Pick<MigrateOptions, 'schema' | 'migrationsTable'> = {}): Promise<void> {
   const plan = planMigrations(knexFlavor(knex), { schema: options.schema, migrationsTable: options.migrationsTable, segments: false });
   await knex.migrate.forceFreeMigrationsLock({ tableName: plan.migrationsTable, ...(plan.schema ? { schemaName: plan.schema } : {}) });
-  if (!isPostgres(plan.flavor)) return;
   const db = knexExecutor(knex);
+  await dedupeMigrationLockRows(db, plan.schema, plan.migrationsTable);
+  if (!isPostgres(plan.flavor)) return;
   const legacy = await currentSchema(db);
   if (legacy === undefined || legacy === plan.schema) return;
   if ((await relationsIn(db, legacy, [`${plan.migrationsTable}_lock`])).size > 0) {

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { REPO_ROOT, runCli, TSX_LOADER } from '../helpers/cli.js';
 import { installLegacyV1 } from '../fixtures/legacy-public-v1.js';
+import { migrate } from '../../src/migrations/migrate.js';
 
 describe('idlease migrate (CLI) on the embedded default (PGlite)', () => {
   let dir: string;
@@ -49,6 +50,9 @@ describe('idlease migrate (CLI) on the embedded default (PGlite)', () => {
 
 /** Where idlease's tables are: schema idlease on PostgreSQL, the connection's database on MySQL. */
 const own = (db: TestDb) => (db.flavor === 'mysql' ? db.knex.schema : db.knex.schema.withSchema('idlease'));
+/** The is_locked column of knex's lock table, one entry per row. */
+const lockRows = async (db: TestDb) =>
+  (await db.knex(db.flavor === 'mysql' ? 'idlease_migrations_lock' : 'idlease.idlease_migrations_lock').pluck('is_locked')).map(Number);
 
 describe.each(['mysql', 'postgres'] as const)('two idlease migrate processes at once on %s', (flavor) => {
   let db: TestDb;
@@ -59,12 +63,43 @@ describe.each(['mysql', 'postgres'] as const)('two idlease migrate processes at 
     await db?.drop();
   });
 
-  it('both exit 0 and the table is installed once', async () => {
-    const results = await Promise.all([1, 2, 3].map(() => runCli(['--url', db.url, 'migrate', '--json'])));
-    for (const r of results) expect(r.code, r.stderr).toBe(0);
-    const applied = results.flatMap((r) => (JSON.parse(r.stdout) as { applied: string[] }).applied);
-    expect(applied).toEqual(['segments:idlease_segments']);
-    expect(await own(db).hasTable('idlease_segments')).toBe(true);
+  // knex makes its lock row by "SELECT, then INSERT if empty": on a new database two racers
+  // could both insert, and with two rows knex's lock never changes exactly one row again, so
+  // every migration after waited out its lock timeout (1 round in ~6 on MariaDB here). Several
+  // rounds on new databases, each ending with one lock row.
+  it('all exit 0, the table is installed once and knex keeps one lock row (4 new databases)', async () => {
+    for (let round = 0; round < 4; round++) {
+      const fresh = round === 0 ? db : await createTestDb(flavor, `cli_migrate_r${round}`);
+      try {
+        const results = await Promise.all([1, 2, 3].map(() => runCli(['--url', fresh.url, 'migrate', '--json'], { timeoutMs: 30_000 })));
+        for (const r of results) expect(r.code, `round ${round}: ${r.stderr}`).toBe(0);
+        const applied = results.flatMap((r) => (JSON.parse(r.stdout) as { applied: string[] }).applied);
+        expect(applied).toEqual(['segments:idlease_segments']);
+        expect(await own(fresh).hasTable('idlease_segments')).toBe(true);
+        expect(await lockRows(fresh), `round ${round}`).toEqual([0]);
+      } finally {
+        if (fresh !== db) await fresh.drop();
+      }
+    }
+  });
+
+  it('a lock table an earlier race left with two rows is cut back to one, and migrate goes on', async () => {
+    const broken = await createTestDb(flavor, 'cli_migrate_broken');
+    try {
+      // The state knex's race leaves: its lock table, two unlocked rows.
+      const lockTable = flavor === 'mysql' ? 'idlease_migrations_lock' : 'idlease.idlease_migrations_lock';
+      if (flavor === 'postgres') await broken.knex.raw('CREATE SCHEMA idlease');
+      await broken.knex.schema.createTable(lockTable, (t) => {
+        t.increments('index').primary();
+        t.integer('is_locked');
+      });
+      await broken.knex(lockTable).insert([{ is_locked: 0 }, { is_locked: 0 }]);
+      const res = await migrate(broken.knex, { lockTimeoutMs: 3000 });
+      expect(res.applied).toEqual(['segments:idlease_segments']);
+      expect(await lockRows(broken)).toEqual([0]);
+    } finally {
+      await broken.drop();
+    }
   });
 
   it('knex CLI with the project knexfile migrates into idlease_migrations and rolls back', async () => {
