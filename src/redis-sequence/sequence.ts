@@ -33,6 +33,8 @@ class RedisSequenceImpl implements RedisSequence {
   /** Counts elections, so a round clears only the election it served, not one won meanwhile. */
   private elections = 0;
   private demand = 0;
+  /** IDs the key still held, unissued, when it elected this process (0 after a reseed). */
+  private leftAtElection = 0;
   /** The window this process queued, given back on close if nobody started it. */
   private queued: { window: Window; identity: string } | undefined;
   /** Woken when the window loop finishes a round, so waiting callers ask Redis again at once. */
@@ -168,12 +170,12 @@ class RedisSequenceImpl implements RedisSequence {
         if (reply.kind === 'stale') {
           this.reseeds++;
           this.emit({ type: 'reseed', tag: this.tag, identity: reply.identity });
-          this.elect(reply.identity, n - out.length);
+          this.elect(reply.identity, n - out.length, 0);
         } else {
           for (const id of reply.ids) out.push(id);
           this.left = reply.left;
           if (reply.ids.length > 0) this.measure(reply.ids[reply.ids.length - 1]!);
-          if (reply.elected !== undefined) this.elect(reply.elected, n - out.length);
+          if (reply.elected !== undefined) this.elect(reply.elected, n - out.length, reply.left);
           if (out.length === n) {
             this.served += n;
             return out;
@@ -210,7 +212,7 @@ class RedisSequenceImpl implements RedisSequence {
     for (const s of this.sleepers) s.wake();
   }
 
-  private elect(identity: string, demand: number): void {
+  private elect(identity: string, demand: number, left: number): void {
     if (this.closing || this.fatal !== undefined) {
       // Elected by a call that was on the wire when this process stopped leasing: hand it on.
       void this.key.release(identity).catch(() => undefined);
@@ -219,6 +221,7 @@ class RedisSequenceImpl implements RedisSequence {
     this.electedBy = identity;
     this.elections++;
     this.demand = Math.max(this.demand, demand);
+    this.leftAtElection = left;
     if (this.windowTask.running) this.windowTask.wake();
     else this.windowTask.start();
   }
@@ -330,7 +333,11 @@ class RedisSequenceImpl implements RedisSequence {
       demand: this.demand,
       previousStep: this.windowSize,
     });
-    const res = await store.lease(this.tag, size);
+    // What Redis still holds plus this window is at most one window (`size`, or what is left of
+    // the current one when the policy shrank below it): a Redis that loses its data, queued
+    // window included, or dies while this lease is on its way, costs at most one window of IDs.
+    const leaseSize = Math.max(1, size - this.leftAtElection);
+    const res = await store.lease(this.tag, leaseSize);
     if (res.kind === 'full')
       throw new IdleaseError(
         'EXHAUSTED',
@@ -342,7 +349,7 @@ class RedisSequenceImpl implements RedisSequence {
         `Tag ${JSON.stringify(this.tag)} lost its row in ${this.options.table} during a lease. Add it again: \`idlease tag add ${this.tag}\`.`,
       );
     this.windowSize = size;
-    return windowOf(res.end, size, this.tag);
+    return windowOf(res.end, leaseSize, this.tag);
   }
 
   private async lose(w: Window, reason: 'race' | 'incarnation', mayGiveBack: boolean): Promise<void> {

@@ -168,14 +168,42 @@ describe('Redis sequence (PostgreSQL row)', () => {
     // Past half of the first window the caller is elected; the second window is queued behind it.
     for (let i = 0; i < 50 && (await redisKeyStatus(redis, tag)).queued === undefined; i++) await new Promise((r) => setTimeout(r, 10));
     const store = createKnexSegmentStore(db().knex);
-    expect((await store.read(tag))!.maxId).toBe(200n);
+    // Elected with 50 of 100 left: the queued window is the other 50 of one window (the loss bound).
+    expect((await store.read(tag))!.maxId).toBe(150n);
     await seq.close();
     expect((await store.read(tag))!.maxId).toBe(100n);
-    expect(seq.stats().givenBack).toBe(100n);
+    expect(seq.stats().givenBack).toBe(50n);
     // The next user starts right after the window that was used.
     const again = createRedisSequence({ redis: await nodeRedis(), knex: db().knex, tag, minStep: 100, maxStep: 100 });
     expect(await again.nextBatch(21)).toEqual(Array.from({ length: 21 }, (_, i) => 81n + BigInt(i)));
     await again.close();
+  });
+});
+
+describe('the cost of a Redis loss', () => {
+  it('at most one window: what the key still held plus the window queued behind it never exceed one window', async () => {
+    const own = await startRedis('none');
+    cleanup.push(() => own.destroy());
+    const db = dbs.postgres!;
+    const tag = 'lossbound';
+    await addTag(db.knex, { tag, step: 100 });
+    const redis = await nodeRedis(own.port);
+    const seq = createRedisSequence({ redis, knex: db.knex, tag, minStep: 100, maxStep: 100 });
+    let last = 0n;
+    for (let i = 0; i < 60; i++) last = await seq.next();
+    for (let i = 0; i < 50 && (await redisKeyStatus(redis, tag)).queued === undefined; i++) await new Promise((r) => setTimeout(r, 10));
+    const before = await redisKeyStatus(redis, tag);
+    expect(before.queued).toBeDefined();
+    const held = BigInt(before.current!.size - before.current!.issued) + BigInt(before.queued!.size);
+    expect(held).toBeLessThanOrEqual(100n);
+    await own.kill();
+    await own.start();
+    const first = await seq.next();
+    // Everything between the last ID issued and the first after the loss is the gap.
+    expect(first - last - 1n).toBe(held);
+    expect(first - last - 1n).toBeLessThanOrEqual(100n);
+    expect(seq.stats().reseeds).toBeGreaterThan(0);
+    await seq.close();
   });
 });
 
