@@ -76,7 +76,8 @@ ensure_postgres() {
 # galera-4 (a MariaDB Galera cluster), faketime (a process with a shifted clock), redis-server
 # (the Redis sequence tests start private servers and sentinels; the package's own service is
 # stopped: nothing uses it); promtool for the alert rules of docs/serve.md; iproute2 and nftables
-# for the partition tests (network namespaces, veth pairs, packet drops: test/helpers/partition.ts).
+# for the partition tests (network namespaces, veth pairs, packet drops: test/helpers/partition.ts);
+# a C compiler for the clock-step library that moves one redis-server's clock (test/helpers/clock-step.ts).
 ensure_tools() {
   local missing=()
   [ -x /usr/sbin/pgbouncer ] || [ -x /usr/bin/pgbouncer ] || missing+=(pgbouncer)
@@ -86,6 +87,8 @@ ensure_tools() {
   command -v redis-server >/dev/null || missing+=(redis-server)
   command -v ip >/dev/null || missing+=(iproute2)
   command -v nft >/dev/null || missing+=(nftables)
+  command -v cc >/dev/null || missing+=(gcc)
+  [ -e /usr/include/stdlib.h ] || missing+=(libc6-dev)
   if [ ${#missing[@]} -gt 0 ]; then apt_install "${missing[@]}"; fi
   if ! command -v promtool >/dev/null; then
     # Only promtool is wanted: no node exporter (a recommendation), and the Prometheus server
@@ -93,7 +96,7 @@ ensure_tools() {
     apt_install --no-install-recommends prometheus
     if command -v systemctl >/dev/null; then sudo_ systemctl disable --now prometheus >/dev/null 2>&1 || true; fi
   fi
-  say "tools: pgbouncer, galera-4, rsync, faketime, redis-server, promtool, ip, nft present"
+  say "tools: pgbouncer, galera-4, rsync, faketime, redis-server, promtool, ip, nft, cc present"
 }
 
 ensure_mariadb

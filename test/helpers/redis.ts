@@ -44,21 +44,28 @@ const PERSISTENCE_ARGS: Record<Persistence, string[]> = {
   'aof-always': ['--save', '', '--appendonly', 'yes', '--appendfsync', 'always'],
 };
 
-export async function startRedis(persistence: Persistence = 'none', extra: string[] = []): Promise<RedisServer> {
-  return spawnRedis((port, dir) => [
-    '--port',
-    String(port),
-    '--bind',
-    '127.0.0.1',
-    '--dir',
-    dir,
-    '--daemonize',
-    'no',
-    '--loglevel',
-    'warning',
-    ...PERSISTENCE_ARGS[persistence],
-    ...extra,
-  ]);
+export async function startRedis(
+  persistence: Persistence = 'none',
+  extra: string[] = [],
+  env: Record<string, string> = {},
+): Promise<RedisServer> {
+  return spawnRedis(
+    (port, dir) => [
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--dir',
+      dir,
+      '--daemonize',
+      'no',
+      '--loglevel',
+      'warning',
+      ...PERSISTENCE_ARGS[persistence],
+      ...extra,
+    ],
+    env,
+  );
 }
 
 /**
@@ -84,7 +91,7 @@ export async function startSentinel(masterPort: number, name = 'idl'): Promise<R
   });
 }
 
-async function spawnRedis(argsFor: (port: number, dir: string) => string[]): Promise<RedisServer> {
+async function spawnRedis(argsFor: (port: number, dir: string) => string[], env: Record<string, string> = {}): Promise<RedisServer> {
   const bin = requireRedisServer();
   const dir = mkdtempSync(path.join(tmpdir(), 'idlease-redis-'));
   const port = await freePort();
@@ -94,7 +101,7 @@ async function spawnRedis(argsFor: (port: number, dir: string) => string[]): Pro
     port,
     dir,
     async start() {
-      child = spawn(bin, argsFor(port, dir), { stdio: 'ignore' });
+      child = spawn(bin, argsFor(port, dir), { stdio: 'ignore', env: { ...process.env, ...env } });
       await waitForPort(port);
       // A server loading a file answers LOADING until it is done: wait for a real answer.
       for (let i = 0; i < 200; i++) {

@@ -10,6 +10,7 @@ import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { startRedis, type RedisServer } from '../helpers/redis.js';
+import { clockStep } from '../helpers/clock-step.js';
 import { migrate } from '../../src/migrations/migrate.js';
 import { addTag } from '../../src/segment/admin.js';
 import { createKnexSegmentStore } from '../../src/segment/store.js';
@@ -207,6 +208,29 @@ describe('the cost of a Redis loss', () => {
   });
 });
 
+describe('a Redis server whose clock steps', () => {
+  it('the sequence stays strictly increasing and keeps leasing through steps of −1 h and +1 h (TIME only dates elections)', async () => {
+    const clock = clockStep();
+    const stepped = await startRedis('none', [], clock.env);
+    cleanup.push(() => stepped.destroy());
+    const tag = 'clockstep';
+    await addTag(dbs.postgres!.knex, { tag, step: 50 });
+    const seq = createRedisSequence({ redis: await nodeRedis(stepped.port), knex: dbs.postgres!.knex, tag, minStep: 50, maxStep: 50 });
+    let last = 0n;
+    for (const offset of [0, -3_600_000, 3_600_000, 0]) {
+      clock.set(offset);
+      // Four windows per step: every one needs an election, dated by the server's clock.
+      for (let i = 0; i < 200; i++) {
+        const id = await seq.next();
+        expect(id).toBeGreaterThan(last);
+        last = id;
+      }
+    }
+    expect(seq.stats().windows).toBeGreaterThanOrEqual(16);
+    await seq.close();
+  });
+});
+
 describe('metrics', () => {
   it('collectMetrics exports a Redis sequence, every series at zero from the start', async () => {
     const tag = 'metrics';
@@ -315,6 +339,35 @@ describe('the classic Redis Lua snowflake (not built)', () => {
         ids.set(id, 1);
       }
     }
+    expect(repeats).toBeGreaterThan(0);
+  });
+
+  it("repeats IDs when the Redis server's clock steps back (one server, one shard)", async () => {
+    const clock = clockStep();
+    const stepped = await startRedis('none', [], clock.env);
+    cleanup.push(() => stepped.destroy());
+    const c = await nodeRedis(stepped.port);
+    const seen = new Set<string>();
+    let repeats = 0;
+    const draw = async (ms: number) => {
+      for (const until = Date.now() + ms; Date.now() < until;) {
+        const [t, seq] = (await c.sendCommand(['EVAL', CLASSIC_SNOWFLAKE, '0', '1'])) as string[];
+        const id = `${t}/${seq}`;
+        if (seen.has(id)) repeats++;
+        seen.add(id);
+      }
+    };
+    // The library really moves this server's clock: TIME follows the step.
+    const before = Number(((await c.sendCommand(['TIME'])) as string[])[0]);
+    clock.set(-3_600_000);
+    expect(before - Number(((await c.sendCommand(['TIME'])) as string[])[0])).toBeGreaterThanOrEqual(3_599);
+    clock.set(0);
+    await draw(150);
+    expect(repeats).toBe(0);
+    // An NTP step back of 100 ms: the milliseconds already used come round again with a fresh
+    // per-millisecond counter (its key expired), and the same (ms, seq) pairs are issued twice.
+    clock.set(-100);
+    await draw(150);
     expect(repeats).toBeGreaterThan(0);
   });
 });
