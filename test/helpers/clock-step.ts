@@ -85,6 +85,7 @@ export function clockStep(): ClockStep {
       throw new Error(
         `Building the clock-step library failed (${String((err as Error).message).split('\n')[0]}): the clock-step tests need a C compiler. ` +
           'Install one: `apt-get install gcc libc6-dev` (or bash scripts/ensure-databases.sh).',
+        { cause: err },
       );
     }
   }
