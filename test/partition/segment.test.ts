@@ -12,6 +12,7 @@
  * with DB_UNAVAILABLE, each call within waitTimeoutMs; after the heal they draw again without a
  * restart. Every ID counted: no duplicate, each process strictly increasing, no untyped failure.
  */
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -90,7 +91,13 @@ describe.each(['postgres', 'mysql'] as const)('segment allocators behind a parti
     );
     await Promise.all(workers.map((w) => w.serving));
     await sleep(500);
-
+    // connect() turns TCP keepalive on (keepAliveMs, 10 s): the kernel keeps its timer on the
+    // workers' connections. It probes idle connections only (see docs/failover.md).
+    const sockets = () =>
+      execFileSync('ip', ['netns', 'exec', pnet.links[2]!.ns, 'ss', '-tnoH', 'dst', pnet.serverAddress], { encoding: 'utf8' });
+    for (const end = Date.now() + 5_000; !/timer:\(keepalive,/.test(sockets()); await sleep(50)) {
+      if (Date.now() > end) throw new Error(`no keepalive timer on p2's connections:\n${sockets()}`);
+    }
     const size = (i: number) => statSync(path.join(dir, `p${i}.bin`)).size;
     const [l0, l1] = [pnet.links[0]!, pnet.links[1]!];
 
