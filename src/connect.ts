@@ -33,9 +33,9 @@ export interface ConnectOptions {
    * TCP keepalive on server connections: the kernel probes a connection idle this long (pg
    * keepAlive + keepAliveInitialDelayMillis, mysql2 enableKeepAlive + keepAliveInitialDelay).
    * Default 10,000 ms; 0 turns keepalive off. A dead idle connection is closed this long plus
-   * ten probes a second apart later (libuv sets the interval and count). Only an idle connection is probed: a statement
-   * in flight waits on TCP's retransmissions instead, which is why every idlease wait has a
-   * bound of its own (docs/failover.md, "Network partitions").
+   * ten probes a second apart later (libuv sets the interval and count). Only an idle
+   * connection is probed: a statement in flight waits on TCP's retransmissions instead, which
+   * is why every idlease wait has a bound of its own (docs/failover.md, "Network partitions").
    */
   keepAliveMs?: number;
 }
