@@ -29,7 +29,19 @@ export interface ConnectOptions {
    * --wait, so a server that accepts and never answers does not hold the command past it.
    */
   connectTimeoutMs?: number;
+  /**
+   * TCP keepalive on server connections: the kernel probes a connection idle this long (pg
+   * keepAlive + keepAliveInitialDelayMillis, mysql2 enableKeepAlive + keepAliveInitialDelay).
+   * Default 10,000 ms; 0 turns keepalive off. A dead idle connection is closed this long plus
+   * ten probes a second apart later (libuv sets the interval and count). Only an idle
+   * connection is probed: a statement in flight waits on TCP's retransmissions instead, which
+   * is why every idlease wait has a bound of its own (docs/failover.md, "Network partitions").
+   */
+  keepAliveMs?: number;
 }
+
+/** connect()'s keepalive default: pg sends none unless asked, and mysql2's default first probe comes after the kernel's 2 hours. */
+export const DEFAULT_KEEPALIVE_MS = 10_000;
 
 /**
  * A knex handle from a URL, with the driver set up so no int8 is ever parsed into a JS
@@ -82,6 +94,13 @@ const toStderr = (line: string) => void process.stderr.write(line + '\n');
 
 function driverConfig(url: string | undefined, options: ConnectOptions): Knex.Config {
   const poolMax = options.poolMax ?? 4;
+  const keepAliveMs = options.keepAliveMs ?? DEFAULT_KEEPALIVE_MS;
+  if (!Number.isSafeInteger(keepAliveMs) || keepAliveMs < 0) {
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      `keepAliveMs must be a whole number of ms ≥ 0 (0 turns keepalive off), got ${String(keepAliveMs)}.`,
+    );
+  }
   if (url === '') {
     throw new IdleaseError(
       'BAD_CONFIG',
@@ -120,6 +139,8 @@ function driverConfig(url: string | undefined, options: ConnectOptions): Knex.Co
           supportBigNumbers: true,
           bigNumberStrings: true,
           ...(options.connectTimeoutMs === undefined ? {} : { connectTimeout: options.connectTimeoutMs }),
+          enableKeepAlive: keepAliveMs > 0,
+          ...(keepAliveMs > 0 ? { keepAliveInitialDelay: keepAliveMs } : {}),
         },
         pool: { min: 0, max: poolMax },
       };
@@ -132,6 +153,8 @@ function driverConfig(url: string | undefined, options: ConnectOptions): Knex.Co
           user: common.user || 'postgres',
           port: parsed.port ? Number(parsed.port) : 5432,
           ...(options.connectTimeoutMs === undefined ? {} : { connectionTimeoutMillis: options.connectTimeoutMs }),
+          keepAlive: keepAliveMs > 0,
+          ...(keepAliveMs > 0 ? { keepAliveInitialDelayMillis: keepAliveMs } : {}),
         },
         pool: { min: 0, max: poolMax },
       };

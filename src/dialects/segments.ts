@@ -165,7 +165,23 @@ export async function leaseSegment(t: SegmentTarget, tag: string, step: number, 
   if (!Number.isSafeInteger(step) || step < 1) throw new IdleaseError('INVARIANT', `lease step must be a positive integer, got ${step}`);
   return retryConflicts(async (left) => {
     const res = await run(t, t.text.lease, [step, tag, step], left);
-    if (t.flavor === 'mysql') return res.affected === 1 ? toBigInt(res.insertId, 'max_id (insertId)') : undefined;
+    if (t.flavor === 'mysql') {
+      if (res.affected !== 1) return undefined;
+      const end = toBigInt(res.insertId, 'max_id (insertId)');
+      // max_id + step ≥ 1, so 0 means the OK packet lost LAST_INSERT_ID(expr). MariaDB 10.11 answers
+      // 0 for an UPDATE that fired any trigger on the table (an audit trigger, pt-online-schema-change's),
+      // whatever the trigger does: the row moved, but where to is unknown here. Fatal, and said so: every
+      // retry would move the row again for nothing (the range is abandoned, never served).
+      if (end === 0n) {
+        throw new IdleaseError(
+          'BAD_CONFIG',
+          `The lease on ${ownObjectName(t.flavor, t.ref.schema, t.ref.table)} moved max_id, but the server's answer carried no new value ` +
+            '(LAST_INSERT_ID(expr) came back 0). A trigger on the segment table hides it on MariaDB: drop the trigger ' +
+            '(SHOW TRIGGERS LIKE the table), or run schema-change tools that use triggers elsewhere. The leased range was not handed out.',
+        );
+      }
+      return end;
+    }
     const row = res.rows[0];
     return row ? toBigInt(row[0], 'max_id') : undefined;
   }, timeoutMs);

@@ -12,7 +12,7 @@
  *   - every ID of every file counted: no duplicate, each process strictly increasing; no failure
  *     untyped; every process ends within its close bound after SIGTERM.
  */
-import { execFileSync, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -21,11 +21,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPO_ROOT, TSX_LOADER } from '../helpers/cli.js';
 import { readIds } from '../helpers/ha-workers.js';
 import { createPartitionNet, type Link, type PartitionNet } from '../helpers/partition.js';
-import { startMariadb, startPostgres, type ServerInstance } from '../helpers/servers.js';
+import type { ServerInstance } from '../helpers/servers.js';
 import { connect } from '../../src/connect.js';
 import { decodeId } from '../../src/layout/index.js';
 import { migrate } from '../../src/migrations/migrate.js';
 import { PARTITION_LAYOUT } from './layout.js';
+import { partitionServer } from './servers.js';
 
 const WORKER = path.join(REPO_ROOT, 'test/partition/snowflake-worker.ts');
 const TTL = 2_000;
@@ -58,25 +59,6 @@ interface Worker {
   log: string;
 }
 
-/**
- * A private server listening on the partition's server address as well as loopback, whose
- * clients in the link namespaces may connect; `url` is loopback (this process), `remoteUrl` the
- * address the workers reach through their links.
- */
-async function serverFor(flavor: 'postgres' | 'mysql', net: PartitionNet): Promise<{ server: ServerInstance; remoteUrl: string }> {
-  if (flavor === 'postgres') {
-    const server = await startPostgres({
-      settings: { listen_addresses: `127.0.0.1,${net.serverAddress}` },
-      trustNetworks: [net.clientNetwork],
-    });
-    return { server, remoteUrl: `postgres://postgres@${net.serverAddress}:${server.port}/postgres` };
-  }
-  const server = await startMariadb([`--bind-address=127.0.0.1,${net.serverAddress}`]);
-  const grant = `CREATE USER IF NOT EXISTS root@'10.%'; GRANT ALL ON *.* TO root@'10.%'`;
-  execFileSync('mariadb', ['-h127.0.0.1', `-P${server.port}`, '-uroot', '-e', grant], { stdio: 'ignore' });
-  return { server, remoteUrl: `mysql://root@${net.serverAddress}:${server.port}/test` };
-}
-
 /** Each worker id's lease expiry by the database's clock, in Unix ms, per holder token. */
 const EXPIRY_SQL = {
   postgres: `SELECT holder_token, round(extract(epoch FROM lease_expires_at) * 1000)::bigint::text AS exp FROM idlease.idlease_workers WHERE worker_group = 'partition' AND worker_id = ?`,
@@ -100,7 +82,7 @@ describe.each(['postgres', 'mysql'] as const)('snowflake holders behind a partit
 
   beforeAll(async () => {
     net = createPartitionNet({ links: 3 });
-    ({ server, remoteUrl } = await serverFor(flavor, net));
+    ({ server, remoteUrl } = await partitionServer(flavor, net));
     knex = connect(server.url, { poolMax: 2 });
     await migrate(knex, { segments: false, workers: true });
     dir = mkdtempSync(path.join(tmpdir(), 'idlease-partition-'));
