@@ -344,7 +344,8 @@ describe('the classic Redis Lua snowflake (not built)', () => {
 
   it("repeats IDs when the Redis server's clock steps back (one server, one shard)", async () => {
     const clock = clockStep();
-    const stepped = await startRedis('none', [], clock.env);
+    // hz 100: expired per-millisecond keys are removed within tens of ms, as on a busy server.
+    const stepped = await startRedis('none', ['--hz', '100'], clock.env);
     cleanup.push(() => stepped.destroy());
     const c = await nodeRedis(stepped.port);
     const seen = new Set<string>();
@@ -362,12 +363,12 @@ describe('the classic Redis Lua snowflake (not built)', () => {
     clock.set(-3_600_000);
     expect(before - Number(((await c.sendCommand(['TIME'])) as string[])[0])).toBeGreaterThanOrEqual(3_599);
     clock.set(0);
-    await draw(150);
+    await draw(1_000);
     expect(repeats).toBe(0);
-    // An NTP step back of 100 ms: the milliseconds already used come round again with a fresh
-    // per-millisecond counter (its key expired), and the same (ms, seq) pairs are issued twice.
-    clock.set(-100);
-    await draw(150);
+    // An NTP step back of 700 ms: milliseconds used 200–700 ms ago come round again, their
+    // per-millisecond keys long expired, and the same (ms, seq) pairs are issued a second time.
+    clock.set(-700);
+    await draw(500);
     expect(repeats).toBeGreaterThan(0);
   });
 });
