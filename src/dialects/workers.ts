@@ -99,19 +99,29 @@ export function instanceMarkerDdl(flavor: Flavor, ref: WorkerTableRef): { up: st
 }
 
 /**
+ * PGlite's instance, which claims do not report, so they never wait: a directory is open in one
+ * process at a time (embedded/lock.ts) and nothing replicates it, so no holder can outlive its
+ * copy of the rows.
+ */
+const PGLITE_INSTANCE = 'pglite';
+
+/**
  * Which database instance a statement runs on, as text that changes when the history of
  * writes may have forked:
- * - PostgreSQL and PGlite: the system identifier (shared by a primary and its physical standbys)
+ * - PostgreSQL: the system identifier (shared by a primary and its physical standbys)
  *   and the current timeline (a promotion or a point-in-time recovery starts a new one);
  * - MariaDB: `@@server_id` (replication needs every server's to differ) and the second the server
  *   started (Uptime counts from it, against the statement's own start: exact, no jitter), so an
  *   old primary restarted and promoted again is a new instance too;
+ * - PGlite: `pglite` (see PGLITE_INSTANCE);
  * - MariaDB Galera (`wsrep_on`): the cluster's state UUID. Commits are certified by the whole
  *   cluster before they return, so a node's death loses nothing: every node is the same history.
  */
 export function instanceExpression(flavor: Flavor): string {
   if (flavor !== 'mysql') {
-    return `'pg:' || (SELECT system_identifier::text FROM pg_control_system()) || ':' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8)`;
+    // PGlite is told apart by the database itself: idlease's own embedded knex client speaks
+    // the postgres flavor, so the executor's flavor cannot say it.
+    return `CASE WHEN version() LIKE '%PGlite%' THEN '${PGLITE_INSTANCE}' ELSE 'pg:' || (SELECT system_identifier::text FROM pg_control_system()) || ':' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) END`;
   }
   const status = (name: string) => `(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = '${name}')`;
   return `IF(@@global.wsrep_on = 1, CONCAT('galera:', ${status('WSREP_CLUSTER_STATE_UUID')}), CONCAT('mariadb:', @@server_id, ':', CAST(UNIX_TIMESTAMP() - CAST(${status('UPTIME')} AS SIGNED) AS SIGNED)))`;
@@ -284,8 +294,9 @@ function toClaim(row: readonly unknown[] | undefined): WorkerClaim | undefined {
     row && {
       workerId: toInt32(row[0], 'worker_id'),
       maxTimeMs: toBigInt(row[1], 'max_time_ms'),
-      instance: String(row[2]),
-      markedInstance: row[3] == null ? null : String(row[3]),
+      ...(row[2] == null || row[2] === PGLITE_INSTANCE
+        ? {}
+        : { instance: String(row[2]), markedInstance: row[3] == null ? null : String(row[3]) }),
     }
   );
 }
