@@ -88,7 +88,7 @@ export function instanceMarkerDdl(flavor: Flavor, ref: WorkerTableRef): { up: st
   instance varchar(255) NOT NULL,
   written_at timestamp(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
   PRIMARY KEY (id),
-  CONSTRAINT ${quoteIdent(flavor, instanceMarkerTable(ref.table) + '_one_ck')} CHECK (id = 1)
+  CONSTRAINT ${quoteIdent(flavor, ref.table + '_one_ck')} CHECK (id = 1)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`
       : `CREATE TABLE IF NOT EXISTS ${m} (
   id smallint NOT NULL PRIMARY KEY CHECK (id = 1),
