@@ -33,3 +33,15 @@ export function validateSequenceName(value: unknown, option: string): string {
   }
   return name;
 }
+
+/** A snowflake worker table's name: an identifier that fits in `<name>_instance`, its instance marker (54 characters at most). */
+export function validateWorkerTable(value: unknown, option: string): string {
+  const name = validateIdentifier(value, option);
+  if (name.length > 54) {
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      `${option} must be at most 54 characters (its instance marker is <name>_instance), got ${name.length}.`,
+    );
+  }
+  return name;
+}

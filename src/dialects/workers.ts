@@ -22,6 +22,7 @@ export interface WorkerTableRef {
  */
 export function workerTableDdl(flavor: Flavor, ref: WorkerTableRef): { up: string[]; down: string[] } {
   const t = ownObject(flavor, ref.schema, ref.table);
+  const marker = instanceMarkerDdl(flavor, ref);
   if (flavor === 'mysql') {
     return {
       up: [
@@ -37,8 +38,10 @@ export function workerTableDdl(flavor: Flavor, ref: WorkerTableRef): { up: strin
   PRIMARY KEY (worker_group, worker_id),
   CONSTRAINT ${quoteIdent(flavor, ref.table + '_worker_id_ck')} CHECK (worker_id >= 0)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+        ...marker.up,
+        markFreshTable(flavor, ref),
       ],
-      down: [`DROP TABLE IF EXISTS ${t}`],
+      down: [...marker.down, `DROP TABLE IF EXISTS ${t}`],
     };
   }
   return {
@@ -54,9 +57,88 @@ export function workerTableDdl(flavor: Flavor, ref: WorkerTableRef): { up: strin
   max_time_ms bigint NOT NULL DEFAULT 0,
   PRIMARY KEY (worker_group, worker_id)
 )`,
+      ...marker.up,
+      markFreshTable(flavor, ref),
     ],
-    down: [`DROP TABLE IF EXISTS ${t}`],
+    down: [...marker.down, `DROP TABLE IF EXISTS ${t}`],
   };
+}
+
+/**
+ * The instance marker's table is named after the worker table: `<table>_instance`, so the worker
+ * table's name is held to 54 characters (BAD_CONFIG above that, from validateWorkerTable).
+ */
+export function instanceMarkerTable(table: string): string {
+  return `${table}_instance`;
+}
+
+/**
+ * One row (id 1): the database instance on which the worker table's history is known to be
+ * complete. A claimer on another instance (a promoted standby, a restored backup: the marker it
+ * finds names the old primary) cannot tell whether a live holder's last claims and renewals were
+ * lost, so it waits out a lease before issuing and then writes its own instance here
+ * (docs/failover.md#snowflake-worker-ids-at-a-failover). No row: history unknown too.
+ */
+export function instanceMarkerDdl(flavor: Flavor, ref: WorkerTableRef): { up: string[]; down: string[] } {
+  const m = ownObject(flavor, ref.schema, instanceMarkerTable(ref.table));
+  const up =
+    flavor === 'mysql'
+      ? `CREATE TABLE IF NOT EXISTS ${m} (
+  id smallint NOT NULL,
+  instance varchar(255) NOT NULL,
+  written_at timestamp(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
+  PRIMARY KEY (id),
+  CONSTRAINT ${quoteIdent(flavor, ref.table + '_one_ck')} CHECK (id = 1)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`
+      : `CREATE TABLE IF NOT EXISTS ${m} (
+  id smallint NOT NULL PRIMARY KEY CHECK (id = 1),
+  instance varchar(255) NOT NULL,
+  written_at timestamptz NOT NULL DEFAULT now()
+)`;
+  return { up: [up], down: [`DROP TABLE IF EXISTS ${m}`] };
+}
+
+/**
+ * PGlite's instance, which claims do not report, so they never wait: a directory is open in one
+ * process at a time (embedded/lock.ts) and nothing replicates it, so no holder can outlive its
+ * copy of the rows.
+ */
+const PGLITE_INSTANCE = 'pglite';
+
+/**
+ * Which database instance a statement runs on, as text that changes when the history of
+ * writes may have forked:
+ * - PostgreSQL: the system identifier (shared by a primary and its physical standbys)
+ *   and the current timeline (a promotion or a point-in-time recovery starts a new one);
+ * - MariaDB: `@@server_id` (replication needs every server's to differ) and the second the server
+ *   started (Uptime counts from it, against the statement's own start: exact, no jitter), so an
+ *   old primary restarted and promoted again is a new instance too;
+ * - PGlite: `pglite` (see PGLITE_INSTANCE);
+ * - MariaDB Galera (`wsrep_on`): the cluster's state UUID. Commits are certified by the whole
+ *   cluster before they return, so a node's death loses nothing: every node is the same history.
+ */
+export function instanceExpression(flavor: Flavor): string {
+  if (flavor !== 'mysql') {
+    // PGlite is told apart by the database itself: idlease's own embedded knex client speaks
+    // the postgres flavor, so the executor's flavor cannot say it.
+    return `CASE WHEN version() LIKE '%PGlite%' THEN '${PGLITE_INSTANCE}' ELSE 'pg:' || (SELECT system_identifier::text FROM pg_control_system()) || ':' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) END`;
+  }
+  const status = (name: string) => `(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = '${name}')`;
+  return `IF(@@global.wsrep_on = 1, CONCAT('galera:', ${status('WSREP_CLUSTER_STATE_UUID')}), CONCAT('mariadb:', @@server_id, ':', CAST(UNIX_TIMESTAMP() - CAST(${status('UPTIME')} AS SIGNED) AS SIGNED)))`;
+}
+
+/**
+ * A worker table migrate has just created holds no lease anywhere: its history is complete on
+ * this instance, so the first claims need not wait. A table that already has rows (created
+ * before, bookkeeping lost) is left unmarked.
+ */
+function markFreshTable(flavor: Flavor, ref: WorkerTableRef): string {
+  const t = ownObject(flavor, ref.schema, ref.table);
+  const m = ownObject(flavor, ref.schema, instanceMarkerTable(ref.table));
+  const select = `SELECT 1, ${instanceExpression(flavor)} ${flavor === 'mysql' ? 'FROM DUAL ' : ''}WHERE NOT EXISTS (SELECT 1 FROM ${t})`;
+  return flavor === 'mysql'
+    ? `INSERT INTO ${m} (id, instance) ${select} ON DUPLICATE KEY UPDATE id = id`
+    : `INSERT INTO ${m} (id, instance) ${select} ON CONFLICT (id) DO NOTHING`;
 }
 
 export interface WorkerHolder {
@@ -71,6 +153,14 @@ export interface WorkerClaim {
   readonly workerId: number;
   /** The previous holders' recorded bound (0 for a fresh id): issue only above it. */
   readonly maxTimeMs: bigint;
+  /**
+   * The database instance the claim was written on (instanceExpression), and the one the worker
+   * table's marker names (null: no marker). When they differ the table's history may be missing
+   * a live holder's last claims or renewals, and the claimer waits out a lease before issuing.
+   * A store that leaves `instance` undefined never makes the allocator wait.
+   */
+  readonly instance?: string;
+  readonly markedInstance?: string | null;
 }
 
 export interface WorkerRow {
@@ -89,7 +179,7 @@ export interface WorkerRow {
 export interface WorkerTarget {
   readonly db: SqlExecutor;
   readonly ref: WorkerTableRef;
-  readonly text: Readonly<Record<'claim' | 'claimed' | 'renew' | 'owned' | 'release' | 'list' | 'listGroup', string>>;
+  readonly text: Readonly<Record<'claim' | 'claimed' | 'renew' | 'owned' | 'release' | 'list' | 'listGroup' | 'mark', string>>;
 }
 
 /**
@@ -111,6 +201,10 @@ export function workerTarget(db: SqlExecutor, ref: WorkerTableRef): WorkerTarget
     ` AS ${col}`;
   const text = (col: string) => (mysql ? `CAST(${col} AS CHAR)` : `${col}::text`) + ` AS ${col}`;
   const mine = 'worker_group = ? AND worker_id = ? AND holder_token = ?';
+  const marker = ownObject(db.flavor, ref.schema, instanceMarkerTable(ref.table));
+  const instance = instanceExpression(db.flavor);
+  // What a claim answers besides the id: the instance it ran on and the one the marker names.
+  const instances = `${instance} AS instance, (SELECT m.instance FROM ${marker} m WHERE m.id = 1) AS marked_instance`;
   // The lowest candidate: expired rows, and the first gap (0, or one past an existing id).
   const candidate = `SELECT MIN(c.id) AS id FROM (
     SELECT worker_id AS id FROM ${tb} WHERE worker_group = ? AND lease_expires_at < ${now}
@@ -141,13 +235,20 @@ ON CONFLICT (worker_group, worker_id) DO UPDATE SET
   holder_token = EXCLUDED.holder_token, holder_host = EXCLUDED.holder_host, holder_pid = EXCLUDED.holder_pid,
   holder_started_at = EXCLUDED.holder_started_at, lease_expires_at = EXCLUDED.lease_expires_at
   WHERE w.lease_expires_at < ${now}
-RETURNING worker_id, ${text('max_time_ms')}`,
-      claimed: `SELECT worker_id, ${text('max_time_ms')} FROM ${tb} WHERE worker_group = ? AND holder_token = ?`,
+RETURNING worker_id, ${text('max_time_ms')}, ${instances}`,
+      claimed: `SELECT worker_id, ${text('max_time_ms')}, ${instances} FROM ${tb} WHERE worker_group = ? AND holder_token = ?`,
       renew: `UPDATE ${tb} SET lease_expires_at = ${expiry}, max_time_ms = GREATEST(max_time_ms, ${big}) WHERE ${mine}`,
       owned: `SELECT 1 FROM ${tb} WHERE ${mine}`,
       release: `UPDATE ${tb} SET lease_expires_at = ${mysql ? `'1970-01-02 00:00:00'` : `'epoch'::timestamptz`}, max_time_ms = ${big} WHERE ${mine}`,
       list: `${list} ORDER BY worker_group, worker_id`,
       listGroup: `${list} WHERE worker_group = ? ORDER BY worker_group, worker_id`,
+      // Only while still on the instance the claimer waited on: after yet another failover the
+      // marker keeps naming an older instance, and the next claimer waits again.
+      mark: mysql
+        ? `INSERT INTO ${marker} (id, instance, written_at) SELECT 1, ?, NOW(3) FROM DUAL WHERE ${instance} = ?
+ON DUPLICATE KEY UPDATE instance = VALUES(instance), written_at = VALUES(written_at)`
+        : `INSERT INTO ${marker} AS m (id, instance, written_at) SELECT 1, CAST(? AS varchar), now() WHERE ${instance} = ?
+ON CONFLICT (id) DO UPDATE SET instance = EXCLUDED.instance, written_at = EXCLUDED.written_at`,
     }),
   });
 }
@@ -163,7 +264,7 @@ async function translate(err: unknown, t: WorkerTarget): Promise<unknown> {
     `workers: ${customTable ? `{ table: '${t.ref.table}' }` : 'true'}`,
   ];
   return notMigratedError({
-    what: `The worker table ${ownObjectName(flavor, t.ref.schema, t.ref.table)} does not exist.`,
+    what: `The worker table ${ownObjectName(flavor, t.ref.schema, t.ref.table)} or its instance marker ${ownObjectName(flavor, t.ref.schema, instanceMarkerTable(t.ref.table))} does not exist.`,
     call: `migrate(knex, { ${options.join(', ')} })`,
     flags: [...(explicitSchema ? [`--schema ${t.ref.schema}`] : []), customTable ? `--workers-table ${t.ref.table}` : '--workers'].join(
       ' ',
@@ -189,7 +290,24 @@ async function run(t: WorkerTarget, text: string, values: readonly SqlValue[]): 
 }
 
 function toClaim(row: readonly unknown[] | undefined): WorkerClaim | undefined {
-  return row && { workerId: toInt32(row[0], 'worker_id'), maxTimeMs: toBigInt(row[1], 'max_time_ms') };
+  return (
+    row && {
+      workerId: toInt32(row[0], 'worker_id'),
+      maxTimeMs: toBigInt(row[1], 'max_time_ms'),
+      ...(row[2] == null || row[2] === PGLITE_INSTANCE
+        ? {}
+        : { instance: String(row[2]), markedInstance: row[3] == null ? null : String(row[3]) }),
+    }
+  );
+}
+
+/**
+ * Record that the worker table's history is complete on `instance`: the caller claimed there and
+ * has waited out a lease since, so every holder whose claims or renewals went to an older instance
+ * has fenced itself. Written only while the database still is that instance.
+ */
+export async function markWorkerInstance(t: WorkerTarget, instance: string): Promise<void> {
+  await run(t, t.text.mark, [instance, instance]);
 }
 
 /**

@@ -283,6 +283,13 @@ function register(registry: Registry): RegistryState {
   );
   total(
     registry,
+    'idlease_snowflake_failover_waits_total',
+    'Claims that waited out a lease before issuing: the database instance was not the one the worker table was last settled on (a failover).',
+    ['group'],
+    perGroup((s) => s.failoverWaits),
+  );
+  total(
+    registry,
     'idlease_snowflake_timeouts_total',
     'Calls that gave up waiting (DB_UNAVAILABLE, NO_WORKER_ID, CLOCK_BACKWARDS).',
     ['group'],

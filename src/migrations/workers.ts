@@ -1,8 +1,8 @@
 import type { Knex } from 'knex';
 import { ownObjectName, type Flavor } from '../dialects/detect.js';
-import { liveWorkerLeases, workerTableDdl } from '../dialects/workers.js';
+import { instanceMarkerDdl, liveWorkerLeases, workerTableDdl } from '../dialects/workers.js';
 import { knexExecutor } from '../drivers/knex.js';
-import { validateIdentifier } from '../identifiers.js';
+import { validateWorkerTable } from '../identifiers.js';
 import { runAll, someOf, stateLossError, type IdleaseMigration } from './types.js';
 
 export const DEFAULT_WORKER_TABLE = 'idlease_workers';
@@ -20,7 +20,7 @@ export interface ResolvedWorkers {
 export function resolveWorkersOptions(input: boolean | WorkersMigrateOptions | undefined): ResolvedWorkers | undefined {
   if (input === undefined || input === false) return undefined;
   const opts = input === true ? {} : input;
-  return Object.freeze({ table: validateIdentifier(opts.table ?? DEFAULT_WORKER_TABLE, 'workers.table') });
+  return Object.freeze({ table: validateWorkerTable(opts.table ?? DEFAULT_WORKER_TABLE, 'workers.table') });
 }
 
 export function workersMigrations(
@@ -51,6 +51,18 @@ export function workersMigrations(
         await refuseDown(knex);
         await runAll(knex, ddl.down);
       },
+    },
+    {
+      // Version 2 (issue 24): the instance marker beside the worker table. A fresh install gets it
+      // from the entry above (marked, since the new table holds no lease); on an install made
+      // before, this creates it empty: the first claim does not know whether a failover lost
+      // anything and waits out one lease, once. CREATE … IF NOT EXISTS: a no-op after the entry above.
+      name: `workers:${opts.table}:v2`,
+      up: (knex) => runAll(knex, instanceMarkerDdl(flavor, ref).up),
+      // Refuses as the entry above does, so a refused down leaves both entries recorded; the
+      // entry above drops both tables.
+      refuseDown,
+      down: (knex) => refuseDown(knex),
     },
   ];
 }

@@ -14,10 +14,16 @@ interface Lease {
   fenceUntil: number;
   /** Highest Unix ms recorded in the row for this id: our time field never passes it. */
   boundMs: number;
+  /** Monotonic ms before which we may not issue: a claim after a failover waits out a lease (-Infinity otherwise). */
+  readonly issueFrom: number;
+  /** The instance to write into the worker table's marker once issueFrom has passed; undefined when there is nothing to write. */
+  markPending: string | undefined;
+  /** Monotonic ms when the next renewal is due. */
+  renewDueAt: number;
 }
 
 /** Why an ID could not be issued right now. */
-type Wait = 'lease' | 'clock';
+type Wait = 'lease' | 'clock' | 'failover';
 
 /**
  * Codes a failed claim or renewal is retried after although ERROR_CATEGORIES calls them fatal:
@@ -80,6 +86,7 @@ class SnowflakeAllocatorImpl implements SnowflakeAllocator {
   private lost = 0;
   private clockWaits = 0;
   private timeouts = 0;
+  private failoverWaits = 0;
 
   constructor(options: ResolvedSnowflakeOptions) {
     this.options = options;
@@ -156,11 +163,13 @@ class SnowflakeAllocatorImpl implements SnowflakeAllocator {
     const lease = this.lease;
     const clock = this.options.clock;
     if (lease === undefined) return 'lease';
-    if ((mono ?? clock.monoMs()) >= lease.fenceUntil) {
+    const monoNow = mono ?? clock.monoMs();
+    if (monoNow >= lease.fenceUntil) {
       // Renewal is due (we were paused, or the loop slept long): do not wait for its timer.
       this.leaseTask.wake();
       return 'lease';
     }
+    if (monoNow < lease.issueFrom) return 'failover';
     const { epochMs, timeUnitMs } = this.layout;
     const wallMs = wall ?? clock.wallMs();
     const now = Math.floor((wallMs - epochMs) / timeUnitMs);
@@ -220,7 +229,13 @@ class SnowflakeAllocatorImpl implements SnowflakeAllocator {
         this.timeouts++;
         throw this.timeoutError(r);
       }
-      await clock.sleep(Math.min(left, r === 'clock' ? Math.max(1, this.layout.timeUnitMs) : 5));
+      const pause =
+        r === 'clock'
+          ? Math.max(1, this.layout.timeUnitMs)
+          : r === 'failover'
+            ? Math.max(1, (this.lease?.issueFrom ?? 0) - clock.monoMs())
+            : 5;
+      await clock.sleep(Math.min(left, pause));
     }
   }
 
@@ -236,6 +251,17 @@ class SnowflakeAllocatorImpl implements SnowflakeAllocator {
           },
         },
       );
+    }
+    if (reason === 'failover') {
+      const lease = this.lease;
+      const left = lease === undefined ? 0 : Math.max(0, Math.ceil(lease.issueFrom - this.options.clock.monoMs()));
+      const what =
+        `Worker id ${lease?.workerId ?? '?'} of group ${JSON.stringify(this.group)} was claimed on a database instance the worker table's marker does not name ` +
+        `(after a failover, a restore, or a first start after upgrading): a live holder's last renewals may be lost there, so nothing is issued until ` +
+        `leaseTtlMs + maxLeadMs (${this.options.leaseTtlMs + this.options.maxLeadMs} ms) have passed since the claim; about ${left} ms left.`;
+      return new IdleaseError('NO_WORKER_ID', `${what} It recovers by itself; waitTimeoutMs above that wait rides it out.`, {
+        cli: { message: `${what} Rerun in a moment (--wait <seconds> waits longer).` },
+      });
     }
     if (isIdleaseError(this.lastProblem, 'NO_WORKER_ID')) return this.lastProblem;
     const what =
@@ -254,9 +280,42 @@ class SnowflakeAllocatorImpl implements SnowflakeAllocator {
   }
 
   private async leaseStep(): Promise<number | typeof BACK_OFF> {
-    if (this.lease === undefined) return (await this.claim()) ? this.options.renewEveryMs : BACK_OFF;
+    if (this.lease === undefined) return (await this.claim()) ? this.nextRoundMs() : BACK_OFF;
+    const lease = this.lease;
+    const clock = this.options.clock;
+    if (lease.markPending !== undefined && clock.monoMs() >= lease.issueFrom) {
+      await this.markInstance(lease);
+      if (this.lease === lease && clock.monoMs() < lease.renewDueAt && clock.monoMs() < lease.fenceUntil) return this.nextRoundMs();
+      if (this.lease !== lease) return this.options.renewEveryMs;
+    }
     await this.renew();
-    return this.options.renewEveryMs;
+    return this.nextRoundMs();
+  }
+
+  /** Until the next renewal, or the end of a failover wait when that comes first (the marker is written then). */
+  private nextRoundMs(): number {
+    const lease = this.lease;
+    if (lease === undefined) return this.options.renewEveryMs;
+    const now = this.options.clock.monoMs();
+    const due = lease.markPending === undefined ? lease.renewDueAt : Math.min(lease.renewDueAt, lease.issueFrom);
+    return Math.max(0, Math.min(this.options.renewEveryMs, due - now));
+  }
+
+  /**
+   * A failover wait is over: every holder whose claims or renewals went to an older instance has
+   * fenced itself, so the table's history is complete here and later claimers need not wait.
+   * Best effort: if it fails, the next claimer simply waits too.
+   */
+  private async markInstance(lease: Lease): Promise<void> {
+    const instance = lease.markPending!;
+    lease.markPending = undefined;
+    try {
+      await this.answered(this.store.markInstance?.(instance) ?? Promise.resolve());
+    } catch (err) {
+      this.leaseErrors++;
+      this.emit({ type: 'lease-error', error: err });
+    }
+    this.emit({ type: 'failover-settled', workerId: lease.workerId, instance });
   }
 
   private leaseFailed(err: unknown): void {
@@ -270,6 +329,7 @@ class SnowflakeAllocatorImpl implements SnowflakeAllocator {
     const holder = newHolder();
     const { group, leaseTtlMs } = this.options;
     const claim = await this.answered(this.store.claim(group, this.maxWorkerId, holder, leaseTtlMs));
+    const answeredAt = this.options.clock.monoMs();
     if (claim === undefined) {
       const alive = (await this.answered(this.store.list(group))).filter((r) => r.alive).length;
       if (alive > this.maxWorkerId) {
@@ -292,8 +352,33 @@ class SnowflakeAllocatorImpl implements SnowflakeAllocator {
       // A new worker field with an old time could sort below IDs we already gave out.
       this.sequence = this.maxSequence;
     }
-    this.lease = { workerId: claim.workerId, token: holder.token, fenceUntil: -Infinity, boundMs: -Infinity };
+    // After an asynchronous failover the row can look free (or its bound low) while an old holder,
+    // whose last renewals went to the lost primary, still issues until its fence: at most ttl −
+    // margin after a renewal sent before the failover, so before this claim. Waiting a whole ttl
+    // from the claim's answer outlasts that fence; maxLeadMs more outlasts the time fields it
+    // may have borrowed ahead of its clock (docs/failover.md#snowflake-worker-ids-at-a-failover).
+    const unknownHistory = claim.instance !== undefined && claim.instance !== claim.markedInstance;
+    const waitMs = leaseTtlMs + this.options.maxLeadMs;
+    this.lease = {
+      workerId: claim.workerId,
+      token: holder.token,
+      fenceUntil: -Infinity,
+      boundMs: -Infinity,
+      issueFrom: unknownHistory ? answeredAt + waitMs : -Infinity,
+      markPending: unknownHistory ? claim.instance : undefined,
+      renewDueAt: -Infinity,
+    };
     this.emit({ type: 'claimed', workerId: claim.workerId, previousMaxTimeMs: claim.maxTimeMs });
+    if (unknownHistory) {
+      this.failoverWaits++;
+      this.emit({
+        type: 'failover-wait',
+        workerId: claim.workerId,
+        waitMs,
+        instance: claim.instance!,
+        markedInstance: claim.markedInstance ?? null,
+      });
+    }
     await this.renew();
     return this.lease !== undefined;
   }
@@ -313,6 +398,7 @@ class SnowflakeAllocatorImpl implements SnowflakeAllocator {
       return;
     }
     lease.fenceUntil = sentAt + leaseTtlMs - fenceMarginMs;
+    lease.renewDueAt = sentAt + this.options.renewEveryMs;
     lease.boundMs = Math.max(lease.boundMs, bound);
     this.renewals++;
     this.lastProblem = undefined;
@@ -345,8 +431,10 @@ class SnowflakeAllocatorImpl implements SnowflakeAllocator {
       leaseErrors: this.leaseErrors,
       lost: this.lost,
       clockWaits: this.clockWaits,
+      failoverWaits: this.failoverWaits,
+      failoverWaitLeftMs: lease === undefined ? 0 : Math.max(0, lease.issueFrom - clock.monoMs()),
       timeouts: this.timeouts,
-      fenced: lease !== undefined && clock.monoMs() < lease.fenceUntil,
+      fenced: lease !== undefined && clock.monoMs() < lease.fenceUntil && clock.monoMs() >= lease.issueFrom,
       leadMs: Math.max(0, lastMs - clock.wallMs()),
     });
   }

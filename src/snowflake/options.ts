@@ -1,6 +1,6 @@
 import { ACCEPTED_POOLS, type KnexLike } from '../drivers/index.js';
 import { IdleaseError } from '../errors.js';
-import { validateIdentifier } from '../identifiers.js';
+import { validateIdentifier, validateWorkerTable } from '../identifiers.js';
 import { intOption, rejectUnknownKeys } from '../validate.js';
 import { layoutPreset, resolveLayout, type IdLayout, type LayoutOptions, type LayoutPreset } from '../layout/index.js';
 import { SYSTEM_CLOCK, type Clock } from '../runtime/clock.js';
@@ -108,7 +108,7 @@ export function resolveSnowflakeOptions(input: SnowflakeAllocatorOptions): Resol
   if (input.onEvent !== undefined && typeof input.onEvent !== 'function')
     throw new IdleaseError('BAD_CONFIG', 'onEvent must be a function.');
   const ref = {
-    table: validateIdentifier(input.table ?? 'idlease_workers', 'table'),
+    table: validateWorkerTable(input.table ?? 'idlease_workers', 'table'),
     schema: input.schema === undefined ? undefined : validateIdentifier(input.schema, 'schema'),
   };
   return Object.freeze({

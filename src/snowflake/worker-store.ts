@@ -5,6 +5,7 @@ import type { SqlExecutor } from '../dialects/sql.js';
 import {
   claimWorkerId,
   listWorkerRows,
+  markWorkerInstance,
   releaseWorkerId,
   renewWorkerId,
   workerTarget,
@@ -28,6 +29,12 @@ export interface WorkerIdStore {
   /** Expire our lease now; the bound becomes the highest time we actually used (we issue nothing after). */
   release(group: string, workerId: number, token: string, usedMaxTimeMs: bigint): Promise<boolean>;
   list(group?: string): Promise<WorkerRow[]>;
+  /**
+   * Record that the worker table's history is complete on `instance` (the claim's): the allocator
+   * calls it after waiting out a lease on an instance the marker did not name. Optional: a store
+   * whose claims report no instance never needs it.
+   */
+  markInstance?(instance: string): Promise<void>;
 }
 
 export type { WorkerClaim, WorkerHolder, WorkerRow, WorkerTableRef };
@@ -46,6 +53,7 @@ export function sqlWorkerIdStore(db: SqlExecutor, ref: WorkerTableRef): WorkerId
       renewWorkerId(t, group, workerId, token, ttlMs, maxTimeMs),
     release: (group: string, workerId: number, token: string, usedMaxTimeMs: bigint) =>
       releaseWorkerId(t, group, workerId, token, usedMaxTimeMs),
+    markInstance: (instance: string) => markWorkerInstance(t, instance),
     // An admin read (workers list): one call, connection failures typed; claim/renew stay raw for the allocator's retry.
     list: (group?: string) => typedConnectionErrors(() => listWorkerRows(t, group)),
   });

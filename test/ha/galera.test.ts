@@ -19,6 +19,8 @@ import { migrate } from '../../src/migrations/migrate.js';
 import { addTag } from '../../src/segment/index.js';
 import { createTicketAllocator, type TicketEvent } from '../../src/ticket/index.js';
 import { isIdleaseError } from '../../src/errors.js';
+import { instanceExpression } from '../../src/dialects/workers.js';
+import { createKnexWorkerIdStore, newHolder } from '../../src/snowflake/worker-store.js';
 import { startGalera, type GaleraCluster } from '../helpers/galera.js';
 import { markHaWorkers, startHaWorker, stopHaWorkers, tally, type HaWorker, type HaWorkerResult } from '../helpers/ha-workers.js';
 
@@ -40,6 +42,31 @@ describe('MariaDB Galera (HA)', () => {
     cluster.sql(0, 'CREATE TABLE test.smoke (id int PRIMARY KEY); INSERT INTO test.smoke VALUES (1)');
     expect(cluster.sql(2, 'SET SESSION wsrep_sync_wait = 1; SELECT COUNT(*) FROM test.smoke').trim()).toBe('1');
     cluster.sql(0, 'DROP TABLE test.smoke');
+  });
+});
+
+describe('snowflake worker ids on Galera (HA, issue 24)', () => {
+  it('every node is one instance (the cluster state UUID): a claim on any node finds the marker naming it and never waits', async () => {
+    const seen = [0, 1, 2].map((i) => cluster.sql(i, `SELECT ${instanceExpression('mysql')}`).trim());
+    expect(seen[0]).toMatch(/^galera:[0-9a-f-]{36}$/);
+    expect(new Set(seen).size).toBe(1);
+    const admin = connect(cluster.nodes[0]!.url, { poolMax: 1 });
+    await migrate(admin, { segments: false, workers: true });
+    await admin.destroy();
+    for (const node of cluster.nodes) {
+      const knex = connect(node.url, { poolMax: 1 });
+      try {
+        const claim = await createKnexWorkerIdStore(knex, { schema: undefined, table: 'idlease_workers' }).claim(
+          'galera',
+          7,
+          newHolder(),
+          60_000,
+        );
+        expect(claim).toMatchObject({ workerId: node.index, instance: seen[0], markedInstance: seen[0] });
+      } finally {
+        await knex.destroy();
+      }
+    }
   });
 });
 

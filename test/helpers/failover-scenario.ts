@@ -17,6 +17,7 @@ import type { TcpSwitch } from './tcp-switch.js';
 export interface FailoverTopology {
   readonly dir: string;
   readonly vip: TcpSwitch;
+  readonly primaryPort: number;
   readonly standbyPort: number;
   url(port: number): string;
   stopStandby(): Promise<void>;

@@ -51,11 +51,26 @@ export function startHaWorker(
   },
   launch: Launch = spawn,
 ): HaWorker {
+  return startHaProcess<Omit<HaWorkerResult, 'name' | 'file'>>(WORKER, name, dir, cfg, launch);
+}
+
+/**
+ * Any HA worker program (`script`, run with tsx) that takes its JSON config (with `out`,
+ * `stopFile` and `markFile` added) as argv[2], prints `first` once it has an ID and one JSON
+ * line at the end: `done` resolves to that line plus its name and ID file.
+ */
+export function startHaProcess<R extends object>(
+  script: string,
+  name: string,
+  dir: string,
+  cfg: object,
+  launch: Launch = spawn,
+): { readonly name: string; readonly serving: Promise<void>; readonly done: Promise<R & { name: string; file: string }> } {
   const out = path.join(dir, `${name}.bin`);
   const stopFile = path.join(dir, 'stop');
   const child = launch(
     process.execPath,
-    ['--import', TSX_LOADER, WORKER, JSON.stringify({ ...cfg, out, stopFile, markFile: path.join(dir, 'mark') })],
+    ['--import', TSX_LOADER, script, JSON.stringify({ ...cfg, out, stopFile, markFile: path.join(dir, 'mark') })],
     { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let stdout = '';
@@ -67,12 +82,12 @@ export function startHaWorker(
     if (stdout.includes('first\n')) markServing();
   });
   child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-  const done = new Promise<HaWorkerResult>((resolve, reject) => {
+  const done = new Promise<R & { name: string; file: string }>((resolve, reject) => {
     child.once('exit', (code) => {
       markServing();
       const line = stdout.trim().split('\n').at(-1) ?? '';
       if (code !== 0 || !line.startsWith('{')) reject(new Error(`worker ${name} exited ${code}: ${stderr.slice(-2000)}`));
-      else resolve({ name, file: out, ...(JSON.parse(line) as Omit<HaWorkerResult, 'name' | 'file'>) });
+      else resolve({ name, file: out, ...(JSON.parse(line) as R) });
     });
   });
   return { name, serving, done };
@@ -93,7 +108,11 @@ export function readIds(file: string): BigInt64Array {
 }
 
 /** Duplicates across every worker's file, and the workers whose own IDs do not strictly increase. */
-export function tally(results: readonly HaWorkerResult[]): { total: number; duplicates: number; notIncreasing: string[] } {
+export function tally(results: ReadonlyArray<{ readonly name: string; readonly file: string }>): {
+  total: number;
+  duplicates: number;
+  notIncreasing: string[];
+} {
   const all: bigint[] = [];
   const notIncreasing: string[] = [];
   for (const r of results) {

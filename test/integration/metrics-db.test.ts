@@ -125,6 +125,8 @@ describe.each(ALL_FLAVORS)('snowflake metrics on %s', (flavor) => {
       expect(sample(text, 'idlease_snowflake_lease_errors_total', 'group="api"')).toBe(0);
       expect(sample(text, 'idlease_snowflake_leases_lost_total', 'group="api"')).toBe(0);
       expect(sample(text, 'idlease_snowflake_timeouts_total', 'group="api"')).toBe(0);
+      // A fresh install is marked by migrate: no claim waited.
+      expect(sample(text, 'idlease_snowflake_failover_waits_total', 'group="api"')).toBe(0);
       expect(sample(text, 'idlease_snowflake_lead_seconds', 'group="api"')).toBeGreaterThanOrEqual(0);
       // A closed allocator holds nothing; a stopped one leaves the sums.
       await b.close();

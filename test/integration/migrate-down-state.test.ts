@@ -30,7 +30,7 @@ describe.each(['mysql', 'postgres'] as const)('down migrations keep what guards 
     await migrate(db.knex, all);
     await addTag(db.knex, { tag: 'fresh' }); // max_id 0: nothing handed out yet
     const res = await migrate(db.knex, { ...all, direction: 'down' });
-    expect(res.applied).toEqual(['workers:idlease_workers', 'tickets:default', 'segments:idlease_segments']);
+    expect(res.applied).toEqual(['workers:idlease_workers:v2', 'workers:idlease_workers', 'tickets:default', 'segments:idlease_segments']);
     expect(await has('idlease_segments')).toBe(false);
   });
 
@@ -73,7 +73,7 @@ describe.each(['mysql', 'postgres'] as const)('down migrations keep what guards 
     expect((err as Error).message).toContain(`live/${sf.workerId} held by`);
     await sf.close(); // releases the lease
     const res = await migrate(db.knex, { segments: false, workers: true, direction: 'down' });
-    expect(res.applied).toEqual(['workers:idlease_workers']);
+    expect(res.applied).toEqual(['workers:idlease_workers:v2', 'workers:idlease_workers']);
   });
 
   it('migrate --tickets naming another increment/offset than the installed one is refused (BAD_CONFIG), the same pair is a no-op', async () => {

@@ -8,9 +8,10 @@ import { IdleaseError } from '../../src/errors.js';
 /** Every object idlease can install on this flavor, so the fresh-vs-reinstalled comparison covers them all. */
 function everything(flavor: TestFlavor): MigrateOptions {
   return flavor === 'mysql'
-    ? { segments: true, tickets: { sequences: ['default', 'orders'], engine: 'MyISAM', increment: 2, offset: 2 } }
+    ? { segments: true, workers: true, tickets: { sequences: ['default', 'orders'], engine: 'MyISAM', increment: 2, offset: 2 } }
     : {
         segments: true,
+        workers: true,
         schema: 'ids',
         tickets: { sequences: ['default', 'orders'] },
         nextId: [
@@ -94,6 +95,7 @@ describe.each(ALL_FLAVORS)('migrate() on %s', (flavor) => {
       'idlease_segments',
       'idlease_tickets_orders',
       'idlease_ticket_schemes',
+      'idlease_workers_instance',
       ...(flavor === 'mysql' ? ['MyISAM'] : ['next_id', 'ids_b']),
     ]) {
       expect(seen).toContain(name);

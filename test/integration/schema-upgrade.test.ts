@@ -66,9 +66,12 @@ async function usedLegacyInstall(knex: Knex): Promise<{ maxIds: Map<string, bigi
   let lastTicket = 0n;
   for (let i = 0; i < 5; i++) lastTicket = await t.next();
   await t.close();
+  // A worker id claimed as 0.1 did (its table has no instance marker, which today's claim reads).
   const holder = newHolder();
-  const claim = await createKnexWorkerIdStore(knex, { schema: 'public', table: 'idlease_workers' }).claim('g', 3, holder, 600_000);
-  expect(claim?.workerId).toBe(0);
+  await knex.raw(
+    `INSERT INTO public.idlease_workers (worker_group, worker_id, holder_token, lease_expires_at) VALUES ('g', 0, ?, now() + interval '600 seconds')`,
+    [holder.token],
+  );
   const maxIds = new Map((await segmentRows(knex, 'public')).map((r) => [String(r.tag), BigInt(String(r.max_id))]));
   return { maxIds, lastTicket, holderToken: holder.token };
 }
@@ -119,13 +122,16 @@ describe.each(['postgres', 'pglite'] as TestFlavor[])('upgrading an idlease 0.1 
       expect(await idleaseRelations(old.knex, 'idlease')).toEqual([]);
 
       const result = await migrate(old.knex, LEGACY_V1_OPTIONS);
-      expect(result.applied).toEqual([]);
+      expect(result.applied).toEqual(['workers:idlease_workers:v2']);
       expect(result.moved.map((m) => m.to)).toEqual(MOVED.map((n) => `idlease.${n}`));
       expect(result.moved.map((m) => m.from)).toEqual(MOVED.map((n) => `public.${n}`));
 
       // Rows: same tags, same max_id; the bookkeeping and the worker lease came along.
       await expectRowsKept(old.knex, before.maxIds);
-      expect((await rows(old.knex, 'SELECT name FROM idlease.idlease_migrations ORDER BY id')).map((r) => r.name)).toEqual(recorded);
+      expect((await rows(old.knex, 'SELECT name FROM idlease.idlease_migrations ORDER BY id')).map((r) => r.name)).toEqual([
+        ...recorded,
+        'workers:idlease_workers:v2',
+      ]);
       expect(
         await rows(old.knex, 'SELECT worker_group, worker_id, holder_token, max_time_ms::text AS m FROM idlease.idlease_workers'),
       ).toEqual(workersBefore);
@@ -143,9 +149,12 @@ describe.each(['postgres', 'pglite'] as TestFlavor[])('upgrading an idlease 0.1 
       expect(await t.next()).toBe(before.lastTicket + 1n);
       await t.close();
       // The worker id claimed before the move is still held: a new allocator takes the next one.
-      const s = createSnowflakeAllocator({ knex: old.knex, group: 'g', leaseTtlMs: 5_000 });
+      // The upgraded table has no instance marker yet, so on PostgreSQL that first claim waits out
+      // one lease (leaseTtlMs + maxLeadMs) and then marks it (docs/failover.md); PGlite never waits.
+      const s = createSnowflakeAllocator({ knex: old.knex, group: 'g', leaseTtlMs: 1_000, maxLeadMs: 0, waitTimeoutMs: 5_000 });
       await s.next();
       expect(s.workerId).toBe(1);
+      expect(s.stats().failoverWaits).toBe(flavor === 'pglite' ? 0 : 1);
       await s.close();
       // The old holder, still pointed at public, fails loudly instead of working on a stale table.
       const stale = await createKnexWorkerIdStore(old.knex, { schema: 'public', table: 'idlease_workers' })
@@ -162,7 +171,7 @@ describe.each(['postgres', 'pglite'] as TestFlavor[])('upgrading an idlease 0.1 
       const upgraded = await schemaSnapshot(old.knex, flavor);
       // The comparison must see the moved objects themselves, or equality would prove nothing.
       const seen = JSON.stringify(upgraded);
-      for (const name of [...MOVED, 'idlease_migrations_id_seq', 'next_id']) expect(seen).toContain(name);
+      for (const name of [...MOVED, 'idlease_migrations_id_seq', 'next_id', 'idlease_workers_instance']) expect(seen).toContain(name);
       expect(upgraded).toEqual(await schemaSnapshot(fresh.knex, flavor));
     },
   );
@@ -184,7 +193,7 @@ describe('two migrators at once on an idlease 0.1 install (PostgreSQL)', () => {
     const moved = results.filter((r) => r.moved.length > 0);
     expect(moved).toHaveLength(1);
     expect(moved[0]!.moved.map((m) => m.to)).toEqual(MOVED.map((n) => `idlease.${n}`));
-    expect(results.flatMap((r) => r.applied)).toEqual([]);
+    expect(results.flatMap((r) => r.applied)).toEqual(['workers:idlease_workers:v2']);
     await expectRowsKept(db.knex, before.maxIds);
     expect(await idleaseRelations(db.knex, 'public')).toEqual(['idlease_next_id_seq']);
   });
@@ -273,7 +282,11 @@ describe("schema: 'public' keeps an idlease 0.1 install where it is (PostgreSQL)
 
   it('moves nothing, re-runs nothing, and allocators with the same option go on above the old max', { timeout: 60_000 }, async () => {
     const before = await usedLegacyInstall(db.knex);
-    expect(await migrate(db.knex, { ...LEGACY_V1_OPTIONS, schema: 'public' })).toEqual({ applied: [], moved: [], direction: 'up' });
+    expect(await migrate(db.knex, { ...LEGACY_V1_OPTIONS, schema: 'public' })).toEqual({
+      applied: ['workers:idlease_workers:v2'],
+      moved: [],
+      direction: 'up',
+    });
     expect(await idleaseRelations(db.knex, 'idlease')).toEqual([]);
     const a = createSegmentAllocator({ knex: db.knex, tag: 'order', schema: 'public' });
     expect(await a.next()).toBe(before.maxIds.get('order')! + 1n);
@@ -351,7 +364,7 @@ describe('the knex CLI and a crashed 0.1 migration meet the move (PostgreSQL)', 
       await unlockMigrations(db.knex);
       const result = await migrate(db.knex, LEGACY_V1_OPTIONS);
       expect(result.moved.map((m) => m.to)).toEqual(MOVED.map((n) => `idlease.${n}`));
-      expect(result.applied).toEqual([]);
+      expect(result.applied).toEqual(['workers:idlease_workers:v2']);
       await expectRowsKept(db.knex, before.maxIds);
       // The knex CLI now finds the tables where it installs them.
       await db.knex.migrate.latest({
@@ -438,9 +451,9 @@ describe("knex's bookkeeping in public is never taken for an older install (Post
       expect(await publicTables(other.knex)).toEqual(before);
       expect(await idleaseRelations(other.knex, 'idlease')).toEqual([]);
       // The way out it names: keep the old location.
-      expect((await migrate(other.knex, { ...LEGACY_V1_OPTIONS, migrationsTable: 'knex_migrations', schema: 'public' })).applied).toEqual(
-        [],
-      );
+      expect((await migrate(other.knex, { ...LEGACY_V1_OPTIONS, migrationsTable: 'knex_migrations', schema: 'public' })).applied).toEqual([
+        'workers:idlease_workers:v2',
+      ]);
     } finally {
       await other.drop();
     }

@@ -32,10 +32,21 @@ describe.each(ALL_FLAVORS)('worker ids on %s', (flavor) => {
     expect(await ownSchemaBuilder(db).hasTable('idlease_workers')).toBe(true);
     await fileDown(db.knex);
     expect(await ownSchemaBuilder(db).hasTable('idlease_workers')).toBe(false);
-    expect((await migrate(db.knex, { segments: false, workers: true })).applied).toEqual(['workers:idlease_workers']);
-    expect((await migrate(db.knex, { segments: false, workers: true, direction: 'down' })).applied).toEqual(['workers:idlease_workers']);
+    expect((await migrate(db.knex, { segments: false, workers: true })).applied).toEqual([
+      'workers:idlease_workers',
+      'workers:idlease_workers:v2',
+    ]);
+    expect((await migrate(db.knex, { segments: false, workers: true, direction: 'down' })).applied).toEqual([
+      'workers:idlease_workers:v2',
+      'workers:idlease_workers',
+    ]);
     expect(await ownSchemaBuilder(db).hasTable('idlease_workers')).toBe(false);
-    expect((await migrate(db.knex, { segments: false, workers: true })).applied).toEqual(['workers:idlease_workers']);
+    expect(await ownSchemaBuilder(db).hasTable('idlease_workers_instance')).toBe(false);
+    expect((await migrate(db.knex, { segments: false, workers: true })).applied).toEqual([
+      'workers:idlease_workers',
+      'workers:idlease_workers:v2',
+    ]);
+    expect(await ownSchemaBuilder(db).hasTable('idlease_workers_instance')).toBe(true);
   });
 
   it('claims the lowest free id, none past the last, renews and releases only with its own token', async () => {
@@ -54,7 +65,7 @@ describe.each(ALL_FLAVORS)('worker ids on %s', (flavor) => {
     expect((await store.list('a'))[1]!.maxTimeMs).toBe(12_345n);
     // Release records the highest time actually used; the next holder of id 1 learns it.
     expect(await store.release('a', 1, holders[1]!.token, 12_000n)).toBe(true);
-    expect(await store.claim('a', 3, holders[4]!, 60_000)).toEqual({ workerId: 1, maxTimeMs: 12_000n });
+    expect(await store.claim('a', 3, holders[4]!, 60_000)).toMatchObject({ workerId: 1, maxTimeMs: 12_000n });
     // The old holder's token no longer renews it.
     expect(await store.renew('a', 1, holders[1]!.token, 60_000, 1n)).toBe(false);
     const rows = await store.list('a');
@@ -64,6 +75,27 @@ describe.each(ALL_FLAVORS)('worker ids on %s', (flavor) => {
       [2, true, process.pid],
       [3, true, process.pid],
     ]);
+  });
+
+  it('a claim reports the instance it ran on and the one the marker names: a fresh install is marked; markInstance marks only the instance it runs on', async () => {
+    const marker = flavor === 'mysql' ? 'idlease_workers_instance' : 'idlease.idlease_workers_instance';
+    const fresh = await store.claim('inst', 3, newHolder(), 60_000);
+    if (flavor === 'pglite') {
+      // One process per directory and no replication: PGlite claims report no instance and never wait.
+      expect(fresh).toEqual({ workerId: 0, maxTimeMs: 0n });
+      return;
+    }
+    expect(fresh?.instance).toMatch(flavor === 'mysql' ? /^mariadb:\d+:\d+$/ : /^pg:\d+:[0-9A-F]{8}$/);
+    expect(fresh?.markedInstance).toBe(fresh?.instance);
+    // As an install upgraded from before the marker (or a standby whose marker names the old primary).
+    await db.knex.raw(`DELETE FROM ${marker}`);
+    const unknown = await store.claim('inst', 3, newHolder(), 60_000);
+    expect(unknown).toMatchObject({ instance: fresh?.instance, markedInstance: null });
+    await store.markInstance!('pg:0:00000009');
+    expect((await store.claim('inst', 3, newHolder(), 60_000))?.markedInstance).toBeNull();
+    await store.markInstance!(fresh!.instance!);
+    await store.markInstance!(fresh!.instance!);
+    expect((await store.claim('inst', 3, newHolder(), 60_000))?.markedInstance).toBe(fresh?.instance);
   });
 
   it('an expired lease is taken over by the database clock; a live one is not', async () => {
@@ -128,7 +160,7 @@ describe('idlease migrate --workers', () => {
   it('installs and removes the table', async () => {
     const up = await runCli(['--url', db.url, 'migrate', '--no-segments', '--workers', '--json']);
     expect(up.code, up.stderr).toBe(0);
-    expect(JSON.parse(up.stdout).applied).toEqual(['workers:idlease_workers']);
+    expect(JSON.parse(up.stdout).applied).toEqual(['workers:idlease_workers', 'workers:idlease_workers:v2']);
     expect(await ownSchemaBuilder(db).hasTable('idlease_workers')).toBe(true);
     const down = await runCli(['--url', db.url, 'migrate', '--no-segments', '--workers', '--down', '--json']);
     expect(down.code, down.stderr).toBe(0);

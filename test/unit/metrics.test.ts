@@ -94,6 +94,19 @@ describe('collectMetrics (prom-client)', () => {
     await clock.settle(a.close());
   });
 
+  it('snowflake: a claim on a database instance the worker table was not settled on counts one failover wait', async () => {
+    const clock = createFakeClock(Date.UTC(2026, 0, 1));
+    const store = createMemoryWorkerIdStore(() => clock.mono);
+    store.failover('mem:2', store.snapshot());
+    const a = createSnowflakeAllocator({ store, clock, group: 'api', leaseTtlMs: 1_000, maxLeadMs: 100, waitTimeoutMs: 2_000 });
+    const registry = new Registry();
+    collectMetrics(registry, a);
+    expect(await sample(registry, 'idlease_snowflake_failover_waits_total', { group: 'api' })).toBe(0);
+    await clock.settle(a.next());
+    expect(await sample(registry, 'idlease_snowflake_failover_waits_total', { group: 'api' })).toBe(1);
+    await clock.settle(a.close());
+  });
+
   it('rejects what is not a registry or an allocator with BAD_ARGUMENT', () => {
     expect(() => collectMetrics({} as Registry)).toThrow(expect.objectContaining({ code: 'BAD_ARGUMENT' }));
     expect(() => collectMetrics(new Registry(), {} as never)).toThrow(expect.objectContaining({ code: 'BAD_ARGUMENT' }));

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { planMigrations } from '../../src/migrations/migrate.js';
 import { IdleaseError } from '../../src/errors.js';
 import { isIdleaseMigration, objectsOfMigration } from '../../src/migrations/relocate.js';
+import { resolveSnowflakeOptions } from '../../src/snowflake/options.js';
 
 function codeOf(fn: () => unknown): string | undefined {
   try {
@@ -71,5 +72,21 @@ describe('migrate options are validated before any SQL runs', () => {
 
   it('names the offending value and a fix in the message', () => {
     expect(() => planMigrations('postgres', { segments: { table: 'bad name' } })).toThrow(/segments\.table .*"bad name".*Example/);
+  });
+});
+
+describe('the worker table name leaves room for its instance marker (<table>_instance)', () => {
+  it('54 characters are accepted, 55 refused with BAD_CONFIG, by migrate and by the allocator', () => {
+    const ok = 'w'.repeat(54);
+    const long = 'w'.repeat(55);
+    expect(planMigrations('postgres', { workers: { table: ok } }).migrations.map((m) => m.name)).toEqual([
+      'segments:idlease_segments',
+      `workers:${ok}`,
+      `workers:${ok}:v2`,
+    ]);
+    expect(() => planMigrations('mysql', { workers: { table: long } })).toThrow(expect.objectContaining({ code: 'BAD_CONFIG' }));
+    const store = { claim: () => Promise.resolve(undefined) } as never;
+    expect(() => resolveSnowflakeOptions({ store, table: long })).toThrow(expect.objectContaining({ code: 'BAD_CONFIG' }));
+    expect(resolveSnowflakeOptions({ store, table: ok }).table).toBe(ok);
   });
 });

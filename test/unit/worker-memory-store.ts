@@ -14,14 +14,36 @@ export interface MemoryWorkerIdStore extends WorkerIdStore {
   /** Make the next calls fail as if the database were away. */
   down: boolean;
   rows: Map<string, Row>;
+  /** The database instance claims report (undefined: report none, as a store of one's own may). */
+  instance: string | undefined;
+  /** What the worker table's instance marker names (null: no marker). Starts as a fresh install's: `instance`. */
+  marker: string | null;
+  /** A copy of the rows and the marker, as a lagging standby holds them. */
+  snapshot(): { rows: Map<string, Row>; marker: string | null };
+  /** An asynchronous failover: the database becomes `instance` with the (older) state of a snapshot. */
+  failover(instance: string, from: { rows: Map<string, Row>; marker: string | null }): void;
 }
 
 export function createMemoryWorkerIdStore(dbNow: () => number): MemoryWorkerIdStore {
   const rows = new Map<string, Row>();
   const key = (g: string, id: number) => `${g}\u0000${id}`;
+  const copy = (m: Map<string, Row>) => new Map([...m].map(([k, r]) => [k, { ...r }]));
   const store: MemoryWorkerIdStore = {
     down: false,
     rows,
+    instance: 'mem:1',
+    marker: 'mem:1',
+    snapshot: () => ({ rows: copy(rows), marker: store.marker }),
+    failover(instance, from) {
+      rows.clear();
+      for (const [k, r] of copy(from.rows)) rows.set(k, r);
+      store.marker = from.marker;
+      store.instance = instance;
+    },
+    async markInstance(instance) {
+      if (store.down) throw Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' });
+      if (store.instance === instance) store.marker = instance;
+    },
     async claim(group, maxWorkerId, holder, ttlMs) {
       if (store.down) throw Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' });
       const now = dbNow();
@@ -37,7 +59,7 @@ export function createMemoryWorkerIdStore(dbNow: () => number): MemoryWorkerIdSt
           expiresAt: now + ttlMs,
           maxTimeMs,
         });
-        return { workerId: id, maxTimeMs };
+        return { workerId: id, maxTimeMs, instance: store.instance, markedInstance: store.marker };
       }
       return undefined;
     },
