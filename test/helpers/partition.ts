@@ -35,7 +35,14 @@ export interface Link {
   drop(fraction: number): void;
   /** Delay each packet (netem); throws where the kernel has no netem qdisc. */
   slow(delayMs: number, jitterMs: number): void;
-  /** Remove every cut, drop and delay. */
+  /**
+   * The service on `fromPort` moved to `toPort`, as this link sees it (a virtual IP taken over by
+   * another host): new connections to the server address on `fromPort` reach `toPort`, and packets
+   * of connections opened before are answered with a TCP reset, as the new owner of the address
+   * answers them. Other links still reach `fromPort`. Undone by `heal()`.
+   */
+  redirect(fromPort: number, toPort: number): void;
+  /** Remove every cut, drop, delay and redirect. */
   heal(): void;
   /** Run a command inside the namespace (`ip netns exec`); killed by destroy() if still running. */
   spawn(command: string, args: readonly string[], options?: SpawnOptions): ChildProcess;
@@ -216,8 +223,50 @@ export function createPartitionNet(options: { links: number }): PartitionNet {
             });
           }
         },
+        redirect(fromPort, toPort) {
+          quiet('ip', ['netns', 'exec', ns, 'nft', 'delete', 'table', 'ip', 'moved']);
+          // NAT runs before the filter on the way out: a new connection already carries toPort
+          // there, so only packets of connections opened before the move are reset.
+          nft('add', 'table', 'ip', 'moved');
+          nft('add', 'chain', 'ip', 'moved', 'nat', '{ type nat hook output priority -100; policy accept; }');
+          nft('add', 'chain', 'ip', 'moved', 'out', '{ type filter hook output priority 10; policy accept; }');
+          nft(
+            'add',
+            'rule',
+            'ip',
+            'moved',
+            'nat',
+            'ip',
+            'daddr',
+            serverAddress,
+            'tcp',
+            'dport',
+            String(fromPort),
+            'dnat',
+            'to',
+            `${serverAddress}:${toPort}`,
+          );
+          nft(
+            'add',
+            'rule',
+            'ip',
+            'moved',
+            'out',
+            'ip',
+            'daddr',
+            serverAddress,
+            'tcp',
+            'dport',
+            String(fromPort),
+            'reject',
+            'with',
+            'tcp',
+            'reset',
+          );
+        },
         heal() {
           rules(undefined, undefined);
+          quiet('ip', ['netns', 'exec', ns, 'nft', 'delete', 'table', 'ip', 'moved']);
           quiet('tc', ['qdisc', 'del', 'dev', hostIf, 'root']);
           quiet('tc', ['-n', ns, 'qdisc', 'del', 'dev', nsIf, 'root']);
         },

@@ -2,7 +2,7 @@
  * OS worker processes for the Redis sequence tests (test/redis/redis-worker.ts), every ID
  * recorded to a file and counted afterwards.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { REPO_ROOT, TSX_LOADER } from './cli.js';
@@ -27,9 +27,15 @@ export interface WorkerSummary {
   calls: number;
 }
 
-export function startRedisWorker(name: string, dir: string, cfg: Record<string, unknown>): RedisWorker {
+/** `spawner`: how to start the process (default here; a partition link's `spawn` runs it in its namespace). */
+export function startRedisWorker(
+  name: string,
+  dir: string,
+  cfg: Record<string, unknown>,
+  spawner: (command: string, args: readonly string[], options: SpawnOptions) => ChildProcess = spawn,
+): RedisWorker {
   const out = path.join(dir, `${name}.bin`);
-  const child = spawn(process.execPath, ['--import', TSX_LOADER, WORKER, JSON.stringify({ ...cfg, out })], {
+  const child = spawner(process.execPath, ['--import', TSX_LOADER, WORKER, JSON.stringify({ ...cfg, out })], {
     cwd: REPO_ROOT,
     stdio: ['ignore', 'pipe', 'pipe'],
   });

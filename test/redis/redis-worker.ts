@@ -16,6 +16,8 @@ import { isIdleaseError } from '../../src/errors.js';
 interface WorkerConfig {
   dbUrl: string;
   redisPort: number;
+  /** Default 127.0.0.1; a partition test's server address. */
+  redisHost?: string;
   tag: string;
   count: number;
   out: string;
@@ -29,12 +31,20 @@ const knex = connect(cfg.dbUrl, { poolMax: 2 });
 let redis: unknown;
 let quit: () => Promise<unknown>;
 if (cfg.client === 'ioredis') {
-  const io = new Redis({ port: cfg.redisPort, host: '127.0.0.1', retryStrategy: () => 20, maxRetriesPerRequest: null, lazyConnect: false });
+  const io = new Redis({
+    port: cfg.redisPort,
+    host: cfg.redisHost ?? '127.0.0.1',
+    retryStrategy: () => 20,
+    maxRetriesPerRequest: null,
+    lazyConnect: false,
+  });
   io.on('error', () => undefined);
   redis = io;
   quit = async () => io.disconnect();
 } else {
-  const nr = createClient({ socket: { port: cfg.redisPort, host: '127.0.0.1', reconnectStrategy: () => 20, connectTimeout: 1000 } });
+  const nr = createClient({
+    socket: { port: cfg.redisPort, host: cfg.redisHost ?? '127.0.0.1', reconnectStrategy: () => 20, connectTimeout: 1000 },
+  });
   nr.on('error', () => undefined);
   await nr.connect();
   redis = nr;
