@@ -18,7 +18,8 @@ import { connect } from '../../src/connect.js';
 import { migrate } from '../../src/migrations/migrate.js';
 import { SNOWFLAKE_HA_LAYOUT } from '../ha/snowflake-ha-layout.js';
 import type { FailoverTopology } from './failover-scenario.js';
-import { readIds, startHaProcess, stopHaWorkers } from './ha-workers.js';
+import { expect } from 'vitest';
+import { readIds, startHaProcess, stopHaWorkers, tally } from './ha-workers.js';
 import { REPO_ROOT } from './cli.js';
 import { startTcpSwitch } from './tcp-switch.js';
 
@@ -145,4 +146,42 @@ export function snowflakeSummary(results: readonly SnowflakeHaResult[], uses: re
     ),
     `timeline (ms): ${JSON.stringify(timeline)}`,
   ].join('\n');
+}
+
+/**
+ * The scenario's verdict, the same on every engine: no duplicate, each process increasing, the
+ * old holders lost their ids once, the fresh ones took them and waited out one lease, and every
+ * fresh ID sorts above the old holder's last under the same worker id.
+ */
+export async function expectSafeSnowflakeFailover(engine: string, t: FailoverTopology): Promise<void> {
+  const { results, uses, timeline } = await runSnowflakeFailover(t);
+  const why = snowflakeSummary(results, uses, timeline);
+  const { total, duplicates, notIncreasing } = tally(results);
+  console.log(`${engine} snowflake failover: ${total} IDs, ${duplicates} duplicates\n${why}`);
+  expect(duplicates, why).toBe(0);
+  expect(notIncreasing, why).toEqual([]);
+  const old = results.filter((r) => r.name.startsWith('old'));
+  const fresh = results.filter((r) => r.name.startsWith('fresh'));
+  // The old processes held both ids, then found them taken once they reached the new primary.
+  expect(old.map((r) => r.claims[0]?.workerId).sort(), why).toEqual([0, 1]);
+  expect(
+    old.every((r) => r.lost === 1 && r.failoverWaits === 0),
+    why,
+  ).toBe(true);
+  // The fresh ones took those ids on the promoted standby and each waited there once.
+  expect(fresh.map((r) => r.claims[0]?.workerId).sort(), why).toEqual([0, 1]);
+  expect(
+    fresh.every((r) => r.ids > 0 && r.failoverWaits === 1 && r.waitMs === SNOWFLAKE_TTL_MS + SNOWFLAKE_LEAD_MS),
+    why,
+  ).toBe(true);
+  // No overlap in time under one worker id: every fresh ID sorts above the old holders' last.
+  expect(
+    uses.every((u) => u.freshNotAbove === 0 && u.gapMs !== undefined && u.gapMs > 0),
+    why,
+  ).toBe(true);
+  expect(
+    results.every((r) => r.untyped === 0 && Object.keys(r.errors).every((c) => c === 'NO_WORKER_ID' || c === 'DB_UNAVAILABLE')),
+    why,
+  ).toBe(true);
+  expect(total, why).toBeGreaterThan(1_000);
 }
