@@ -230,39 +230,9 @@ export function createPartitionNet(options: { links: number }): PartitionNet {
           nft('add', 'table', 'ip', 'moved');
           nft('add', 'chain', 'ip', 'moved', 'nat', '{ type nat hook output priority -100; policy accept; }');
           nft('add', 'chain', 'ip', 'moved', 'out', '{ type filter hook output priority 10; policy accept; }');
-          nft(
-            'add',
-            'rule',
-            'ip',
-            'moved',
-            'nat',
-            'ip',
-            'daddr',
-            serverAddress,
-            'tcp',
-            'dport',
-            String(fromPort),
-            'dnat',
-            'to',
-            `${serverAddress}:${toPort}`,
-          );
-          nft(
-            'add',
-            'rule',
-            'ip',
-            'moved',
-            'out',
-            'ip',
-            'daddr',
-            serverAddress,
-            'tcp',
-            'dport',
-            String(fromPort),
-            'reject',
-            'with',
-            'tcp',
-            'reset',
-          );
+          const moved = `ip daddr ${serverAddress} tcp dport ${fromPort}`;
+          nft('add', 'rule', 'ip', 'moved', 'nat', ...moved.split(' '), 'dnat', 'to', `${serverAddress}:${toPort}`);
+          nft('add', 'rule', 'ip', 'moved', 'out', ...moved.split(' '), ...'reject with tcp reset'.split(' '));
         },
         heal() {
           rules(undefined, undefined);
