@@ -1,6 +1,7 @@
 /**
- * connect()'s TCP keepalive against a silent cut, on an idle pooled connection (PostgreSQL; pg
- * sends no keepalive unless asked). Two processes, each in a network namespace of its own, hold
+ * connect()'s TCP keepalive against a silent cut, on an idle pooled connection, on PostgreSQL
+ * (pg sends no keepalive unless asked) and MariaDB (mysql2's first probe would come after the
+ * kernel's 2 hours). Two processes, each in a network namespace of its own, hold
  * one idle connection each: p0 with keepAliveMs 1,000, p1 with 0. Both links are cut both ways.
  * p0's kernel declares its connection dead after the idle time and PROBES unanswered probes one
  * second apart (libuv ≥ 1.45, Node 20, sets TCP_KEEPINTVL 1 s and TCP_KEEPCNT 10 on every
@@ -24,13 +25,13 @@ const PROBES = 10;
 const DEAD_WITHIN_MS = KEEPALIVE_MS + INTERVAL_S * 1_000 * PROBES + 2_000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-describe('TCP keepalive on an idle pooled connection behind a silent cut (PostgreSQL)', () => {
+describe.each(['postgres', 'mysql'] as const)('TCP keepalive on an idle pooled connection behind a silent cut (%s)', (flavor) => {
   let pnet: PartitionNet;
   let server: ServerInstance;
   let remoteUrl: string;
   beforeAll(async () => {
     pnet = createPartitionNet({ links: 2 });
-    ({ server, remoteUrl } = await partitionServer('postgres', pnet));
+    ({ server, remoteUrl } = await partitionServer(flavor, pnet));
   });
   afterAll(async () => {
     pnet?.destroy();
