@@ -4,7 +4,10 @@ import {
   raiseSegmentRows,
   readSegmentRow,
   segmentTarget,
+  updateFailoverGap,
   updateSegmentStep,
+  DEFAULT_FAILOVER_GAP,
+  MAX_FAILOVER_GAP,
   type SegmentRow,
 } from '../dialects/segments.js';
 import { typedConnectionErrors } from '../dialects/connection-errors.js';
@@ -30,6 +33,12 @@ export interface AddTagOptions extends TagTableOptions {
   /** The row's admin step: the baseline lease size (see docs/segment.md). Default 1000. */
   step?: number;
   description?: string;
+  /**
+   * How far the first lease on another database instance (a promoted standby) jumps past the row it
+   * finds: more than the IDs the tag leases during the replication lag your HA setup allows, plus
+   * the largest step (docs/failover.md). Default 10^10.
+   */
+  failoverGap?: bigint | number | string;
 }
 
 /**
@@ -59,7 +68,8 @@ export async function addTag(db: KnexOrPool, options: AddTagOptions): Promise<{ 
   if (typeof description !== 'string' || description.length > 256) {
     throw new IdleaseError('BAD_CONFIG', 'description must be a string of at most 256 characters.');
   }
-  const created = await insertSegmentRow(t, { tag, maxId: start - 1n, step, description });
+  const failoverGap = validateFailoverGap(options.failoverGap);
+  const created = await insertSegmentRow(t, { tag, maxId: start - 1n, step, description, failoverGap });
   const row = await readSegmentRow(t, tag);
   if (!row) throw new IdleaseError('INVARIANT', `Tag ${JSON.stringify(tag)} was inserted but cannot be read back.`);
   return { created, row };
@@ -82,6 +92,43 @@ export async function setStep(db: KnexOrPool, tag: string, step: number, options
   }
   const row = await readSegmentRow(t, tag);
   if (!row) throw new IdleaseError('UNKNOWN_TAG', `Tag ${JSON.stringify(tag)} was removed while its step was being set.`);
+  return row;
+}
+
+/** A failover gap from code or the CLI: an integer from 1 to 10^15 (default 10^10). */
+export function validateFailoverGap(value: bigint | number | string | undefined): bigint {
+  if (value === undefined) return DEFAULT_FAILOVER_GAP;
+  const gap = positiveBig(value, 'failoverGap');
+  if (gap > MAX_FAILOVER_GAP) {
+    throw new IdleaseError(
+      'BAD_ARGUMENT',
+      `failoverGap must be at most ${MAX_FAILOVER_GAP} (10^15), got ${gap}. The default is ${DEFAULT_FAILOVER_GAP}.`,
+    );
+  }
+  return gap;
+}
+
+/**
+ * Change a tag's failover gap. The next jump (the first lease on a new instance) uses it; rows
+ * move only at a lease, so nothing is issued differently before a failover.
+ */
+export async function setFailoverGap(
+  db: KnexOrPool,
+  tag: string,
+  gap: bigint | number | string,
+  options: TagTableOptions = {},
+): Promise<SegmentRow> {
+  const t = target(db, options);
+  validateTag(tag);
+  const g = validateFailoverGap(gap);
+  if (!(await updateFailoverGap(t, tag, g))) {
+    throw new IdleaseError(
+      'UNKNOWN_TAG',
+      `Tag ${JSON.stringify(tag)} does not exist. Add it: \`idlease tag add ${tag} --failover-gap ${g}\`.`,
+    );
+  }
+  const row = await readSegmentRow(t, tag);
+  if (!row) throw new IdleaseError('UNKNOWN_TAG', `Tag ${JSON.stringify(tag)} was removed while its failover gap was being set.`);
   return row;
 }
 
