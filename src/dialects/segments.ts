@@ -14,6 +14,7 @@ import { IdleaseError } from '../errors.js';
 import { MAX_INT64, toBigInt } from '../ids.js';
 import { type Flavor, ownObject, ownObjectName, ownSchema, quoteIdent } from './detect.js';
 import { leaseInstanceExpression } from './instance.js';
+import { DEFAULT_FAILOVER_GAP, MAX_FAILOVER_GAP } from '../failover-gap.js';
 
 export interface SegmentTableRef {
   readonly schema: string | undefined;
@@ -54,16 +55,6 @@ export function segmentTableDdl(flavor: Flavor, ref: SegmentTableRef): { up: str
     down: [`DROP TABLE IF EXISTS ${t}`],
   };
 }
-
-/**
- * The failover gap a new row gets: how far the first lease on another database instance jumps
- * past the row it finds there. It must exceed the IDs leased on the old primary that the new one
- * never received (asynchronous replication lag × the tag's rate): 10^10 covers a million IDs a
- * second for almost three hours of lag, and costs 10^10 of 9.2 × 10^18 per failover.
- */
-export const DEFAULT_FAILOVER_GAP = 10_000_000_000n;
-/** Keeps max_id + 2 × gap inside int8 arithmetic whatever the row holds. */
-export const MAX_FAILOVER_GAP = 1_000_000_000_000_000n;
 
 /**
  * The columns that fence a failover, beside max_id: `instance` names the database instance that

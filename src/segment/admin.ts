@@ -6,8 +6,6 @@ import {
   segmentTarget,
   updateFailoverGap,
   updateSegmentStep,
-  DEFAULT_FAILOVER_GAP,
-  MAX_FAILOVER_GAP,
   type SegmentRow,
 } from '../dialects/segments.js';
 import { typedConnectionErrors } from '../dialects/connection-errors.js';
@@ -16,6 +14,7 @@ import { IdleaseError } from '../errors.js';
 import { MAX_INT64, unsafeNumberError } from '../ids.js';
 import { DEFAULT_SEGMENT_TABLE, validateIdentifier } from '../identifiers.js';
 import { validateRowStep, validateStart, validateTag } from './options.js';
+import { validateFailoverGap } from '../failover-gap.js';
 
 export type { SegmentRow };
 
@@ -93,19 +92,6 @@ export async function setStep(db: KnexOrPool, tag: string, step: number, options
   const row = await readSegmentRow(t, tag);
   if (!row) throw new IdleaseError('UNKNOWN_TAG', `Tag ${JSON.stringify(tag)} was removed while its step was being set.`);
   return row;
-}
-
-/** A failover gap from code or the CLI: an integer from 1 to 10^15 (default 10^10). */
-export function validateFailoverGap(value: bigint | number | string | undefined): bigint {
-  if (value === undefined) return DEFAULT_FAILOVER_GAP;
-  const gap = positiveBig(value, 'failoverGap');
-  if (gap > MAX_FAILOVER_GAP) {
-    throw new IdleaseError(
-      'BAD_ARGUMENT',
-      `failoverGap must be at most ${MAX_FAILOVER_GAP} (10^15), got ${gap}. The default is ${DEFAULT_FAILOVER_GAP}.`,
-    );
-  }
-  return gap;
 }
 
 /**
