@@ -11,6 +11,8 @@ export type DriverErrorKind =
   | 'lock-timeout'
   /** A table, sequence or schema idlease needs is not there: migrations have not run. */
   | 'missing-relation'
+  /** A column idlease needs is not there: the table predates this version's migration. */
+  | 'missing-column'
   | 'access-denied'
   | 'unknown-database'
   /** The resolver's definite "no such name" (NXDOMAIN). */
@@ -69,6 +71,8 @@ export function classifyDriverError(err: unknown): DriverErrorKind | undefined {
   if ((code !== undefined && LOCK_TIMEOUT_CODES.has(code)) || (errno !== undefined && LOCK_TIMEOUT_ERRNOS.has(errno)))
     return 'lock-timeout';
   if ((code !== undefined && MISSING_CODES.has(code)) || errno === 1146) return 'missing-relation';
+  // 42703 undefined_column; 1054 ER_BAD_FIELD_ERROR.
+  if (code === '42703' || code === 'ER_BAD_FIELD_ERROR' || errno === 1054) return 'missing-column';
   if ((code !== undefined && ACCESS_DENIED.has(code)) || errno === 1045) return 'access-denied';
   if ((code !== undefined && UNKNOWN_DATABASE.has(code)) || errno === 1049) return 'unknown-database';
   if (code !== undefined && UNKNOWN_HOST.has(code)) return 'unknown-host';
@@ -92,6 +96,9 @@ export function isLockConflict(err: unknown): boolean {
 
 /** "The table (or sequence) idlease needs is not there": what turns into NOT_MIGRATED. */
 export const isMissingTable = (err: unknown): boolean => classifyDriverError(err) === 'missing-relation';
+
+/** "The table is there but lacks a column this version uses": NOT_MIGRATED too (run migrate after upgrading). */
+export const isMissingColumn = (err: unknown): boolean => classifyDriverError(err) === 'missing-column';
 
 /** A connection that failed this way cannot be trusted again: a session pool drops it instead of reusing it. */
 export function isTransportError(err: unknown): boolean {
