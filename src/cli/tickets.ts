@@ -25,12 +25,18 @@ export const ticketMigrateFlags: MigrateFlagContributor = {
         'auto-increment increment this server serves (number of servers)',
         positiveInt('--tickets-increment'),
       )
-      .option('--tickets-offset <k>', "this server's offset 1..increment", positiveInt('--tickets-offset'));
+      .option('--tickets-offset <k>', "this server's offset 1..increment", positiveInt('--tickets-offset'))
+      .option(
+        '--tickets-failover-gap <n>',
+        'how far the first draw on a new database instance (a promoted replica) moves the counter (default 10000000000)',
+      );
   },
   toOptions(flags) {
     const t = flags.tickets as true | string[] | undefined;
     if (t === undefined) {
-      const stray = (['ticketsEngine', 'ticketsIncrement', 'ticketsOffset'] as const).find((k) => flags[k] !== undefined);
+      const stray = (['ticketsEngine', 'ticketsIncrement', 'ticketsOffset', 'ticketsFailoverGap'] as const).find(
+        (k) => flags[k] !== undefined,
+      );
       if (stray) {
         const flag = '--' + stray.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase());
         throw new IdleaseError(
@@ -50,6 +56,7 @@ export const ticketMigrateFlags: MigrateFlagContributor = {
         ...(engine !== undefined ? { engine } : {}),
         ...(flags.ticketsIncrement !== undefined ? { increment: flags.ticketsIncrement as number } : {}),
         ...(flags.ticketsOffset !== undefined ? { offset: flags.ticketsOffset as number } : {}),
+        ...(flags.ticketsFailoverGap !== undefined ? { failoverGap: flags.ticketsFailoverGap as string } : {}),
       },
     };
   },
