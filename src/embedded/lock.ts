@@ -17,7 +17,6 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { IdleaseError } from '../errors.js';
 import { SYSTEM_CLOCK } from '../runtime/clock.js';
-import { redact } from '../urls.js';
 
 // The one call used; the package ships no types. tryLock: an exclusive lock on `fd`, false when another holds it.
 const fsx = createRequire(import.meta.url)('fs-native-extensions') as { tryLock(fd: number): boolean };
@@ -199,7 +198,15 @@ function defaultCommand(): string {
 /** Options whose value is a secret, or may carry one: their values never reach the lock file. */
 const SECRET_OPTIONS = /^--(token|password|secret)/i;
 
-/** argv fit for the lock file: secret options' values replaced, URLs' passwords redacted. */
+/**
+ * A URL in argv with everything between `//` and its last `@` hidden (user and password): cruder
+ * than urls.ts's redact(), on purpose, so that this floor needs no URL parser and no password
+ * spelling (unencoded `@` or `/`) survives.
+ */
+const hideUserinfo = (text: string): string =>
+  text.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^?#]*@/i, '$1***@').replace(/([?&](password\d?|sslpassword)=)[^&]*/gi, '$1***');
+
+/** argv fit for the lock file: secret options' values replaced, URLs' user and password hidden. */
 export function scrubArgs(args: readonly string[]): string[] {
   const out: string[] = [];
   for (let i = 0; i < args.length; i++) {
@@ -215,7 +222,10 @@ export function scrubArgs(args: readonly string[]): string[] {
           i++;
         }
       }
-    } else out.push(arg.includes('://') ? (eq >= 0 && arg.startsWith('--') ? `${name}=${redact(arg.slice(eq + 1))}` : redact(arg)) : arg);
+    } else
+      out.push(
+        arg.includes('://') ? (eq >= 0 && arg.startsWith('--') ? `${name}=${hideUserinfo(arg.slice(eq + 1))}` : hideUserinfo(arg)) : arg,
+      );
   }
   return out;
 }

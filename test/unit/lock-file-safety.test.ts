@@ -52,5 +52,5 @@ it('the command field keeps no token or URL password from argv', () => {
   const text = args.join(' ');
   expect(text).not.toMatch(/hunter2|tok123SECRET|tok456SECRET|p%40ss/);
   expect(text).toContain('/etc/idlease/token');
-  expect(text).toContain('mysql://u:***@db/app');
+  expect(text).toContain('mysql://***@db/app');
 });
