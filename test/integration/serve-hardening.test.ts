@@ -7,6 +7,7 @@
  * unknown tags share one read of the tag list.
  */
 import http from 'node:http';
+import net from 'node:net';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -116,6 +117,34 @@ describe('what a client without the token learns', () => {
     expect(body.code).toBe('INTERNAL');
     expect(logLines.join('\n')).toContain(body.requestId);
     expect(logLines.find((l) => l.includes(body.requestId))).toMatch(/boom from trigger/);
+  });
+});
+
+describe('connections', () => {
+  /** Write `count` pipelined requests at once; resolve with how many answers came back before the server closed or all came. */
+  function pipeline(count: number): Promise<{ answers: number; closedByServer: boolean }> {
+    const { hostname, port } = new URL(open.url);
+    return new Promise((resolve, reject) => {
+      const s = net.connect(Number(port), hostname, () => s.write(`GET /api/segment/get/order HTTP/1.1\r\nHost: x\r\n\r\n`.repeat(count)));
+      let text = '';
+      const answers = () => text.split('HTTP/1.1 200').length - 1;
+      s.on('data', (d: Buffer) => {
+        text += d.toString();
+        if (answers() === count) {
+          s.destroy();
+          resolve({ answers: count, closedByServer: false });
+        }
+      });
+      s.on('close', () => resolve({ answers: answers(), closedByServer: true }));
+      s.on('error', reject);
+    });
+  }
+
+  it('pipelined requests are answered in turn up to --max-pipelined (32); beyond, the connection is closed', async () => {
+    expect(await pipeline(20)).toEqual({ answers: 20, closedByServer: false });
+    const flood = await pipeline(200);
+    expect(flood.closedByServer).toBe(true);
+    expect(flood.answers).toBeLessThan(200);
   });
 });
 
