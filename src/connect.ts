@@ -51,6 +51,10 @@ export const DEFAULT_KEEPALIVE_MS = 10_000;
  *
  * URLs: mysql://user:pass@host:port/db, mariadb://…, postgres://… or postgresql://…,
  * pglite:<dir> (a directory), pglite:memory. Undefined → the embedded PGlite in ./.idlease/.
+ * TLS is asked for in the URL and never dropped: `?sslmode=verify-full&sslrootcert=ca.pem`
+ * (PostgreSQL, read by pg's own parser) or `?ssl-mode=VERIFY_IDENTITY&ssl-ca=ca.pem`
+ * (MySQL/MariaDB); a TLS failure is BAD_CONFIG at the first statement (postgresConfig, mysqlConfig).
+ * Percent-encode `@ : / %` in a password.
  * A PGlite directory is opened on first use, under a lock that keeps every other process out
  * until this knex is destroyed (src/embedded/lock.ts).
  */
