@@ -206,6 +206,13 @@ describe('auth that cannot turn itself off (the CLI)', () => {
       const next = await runCli(['--url', url, 'next', 'brand_new', '-n', '3']);
       expect(next.code, next.stderr).toBe(0);
       expect(next.stdout.trim().split('\n')).toEqual(['1', '2', '3']);
+      // With the run secret, a bad ?start= is a 400, not a 500.
+      const secret = (JSON.parse(lock) as { serve: { secret: string } }).serve.secret;
+      const bad = await fetch(`${serve.url}/v1/segment/fresh/ids?n=1&create=1&start=abc`, {
+        headers: { authorization: `Bearer ${secret}` },
+      });
+      expect(bad.status).toBe(400);
+      expect(((await bad.json()) as { code: string }).code).toBe('BAD_ARGUMENT');
       // With the token alone (no --allow-create), HTTP cannot create a tag.
       const r = await fetch(`${serve.url}/v1/segment/other/ids?n=1&create=1`, { headers: auth });
       expect(r.status).toBe(403);
