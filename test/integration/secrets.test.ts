@@ -44,7 +44,7 @@ async function cli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code:
   return r;
 }
 
-it('a full CLI and serve session prints, logs, answers and stores neither the password nor the token', async () => {
+it('a full CLI and serve session prints, logs, answers and stores neither the password nor the token', { timeout: 300_000 }, async () => {
   // Success lines, human and --json.
   expect((await cli(['--url', url, 'migrate'])).code).toBe(0);
   expect((await cli(['--url', url, 'migrate'])).code).toBe(0); // "nothing to do on …"

@@ -90,9 +90,11 @@ describe('tags over HTTP', () => {
   it('300 concurrent requests for an unknown tag share one read of the tag list', async () => {
     await new Promise((r) => setTimeout(r, 1_100)); // past the once-a-second bound
     const before = queries;
+    const started = Date.now();
     const answers = await Promise.all(Array.from({ length: 300 }, () => fetch(`${open.url}/api/segment/get/nope`).then((r) => r.status)));
     expect(new Set(answers)).toEqual(new Set([404]));
-    expect(queries - before).toBeLessThanOrEqual(2);
+    // One read shared by the requests in flight, and at most one a second (77 reads before).
+    expect(queries - before).toBeLessThanOrEqual(1 + Math.ceil((Date.now() - started) / 1000));
   });
 });
 
