@@ -89,6 +89,7 @@ ensure_tools() {
   command -v nft >/dev/null || missing+=(nftables)
   command -v cc >/dev/null || missing+=(gcc)
   [ -e /usr/include/stdlib.h ] || missing+=(libc6-dev)
+  command -v openssl >/dev/null || missing+=(openssl) # the TLS tests make their certificates (test/helpers/tls.ts)
   if [ ${#missing[@]} -gt 0 ]; then apt_install "${missing[@]}"; fi
   if ! command -v promtool >/dev/null; then
     # Only promtool is wanted: no node exporter (a recommendation), and the Prometheus server
@@ -96,7 +97,7 @@ ensure_tools() {
     apt_install --no-install-recommends prometheus
     if command -v systemctl >/dev/null; then sudo_ systemctl disable --now prometheus >/dev/null 2>&1 || true; fi
   fi
-  say "tools: pgbouncer, galera-4, rsync, faketime, redis-server, promtool, ip, nft, cc present"
+  say "tools: pgbouncer, galera-4, rsync, faketime, redis-server, promtool, ip, nft, cc, openssl present"
 }
 
 ensure_mariadb
