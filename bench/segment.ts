@@ -15,6 +15,8 @@ import mysqlPromise from 'mysql2/promise';
 import pg from 'pg';
 import postgres from 'postgres';
 import { connect } from '../src/connect.js';
+import { leaseSegment, segmentTarget } from '../src/dialects/segments.js';
+import { knexExecutor } from '../src/drivers/knex.js';
 import { migrate } from '../src/migrations/migrate.js';
 import { Registry } from 'prom-client';
 import { collectMetrics } from '../src/metrics/index.js';
@@ -289,24 +291,31 @@ async function leaseLatency(store: SegmentStore, tag: string): Promise<{ p50: nu
 async function fenceCost(flavor: 'postgres' | 'mysql', knex: Knex): Promise<string[]> {
   const tag = 'bench_fence';
   await addTag(knex, { tag, step: 1000 });
-  const store = createKnexSegmentStore(knex);
+  const fencedTarget = segmentTarget(knexExecutor(knex), { schema: undefined, table: 'idlease_segments' });
   const table = flavor === 'mysql' ? '`idlease_segments`' : '"idlease"."idlease_segments"';
   const limit = '9223372036854775807';
-  const unfenced =
-    flavor === 'mysql'
-      ? `UPDATE ${table} SET max_id = LAST_INSERT_ID(max_id + ?) WHERE tag = ? AND max_id <= ${limit} - ?`
-      : `UPDATE ${table} SET max_id = max_id + ?, updated_at = now() WHERE tag = ? AND max_id <= ${limit} - ? RETURNING max_id::text AS max_id`;
+  // The same code path (leaseSegment, its deadline and conflict retry) with 0.2's statement.
+  const plainTarget = {
+    ...fencedTarget,
+    text: {
+      ...fencedTarget.text,
+      lease:
+        flavor === 'mysql'
+          ? `UPDATE ${table} SET max_id = LAST_INSERT_ID(max_id + ?) WHERE tag = ? AND max_id <= ${limit} - ?`
+          : `UPDATE ${table} SET max_id = max_id + ?, updated_at = now() WHERE tag = ? AND max_id <= ${limit} - ? RETURNING max_id::text AS max_id`,
+    },
+  };
   const fenced: number[] = [];
   const plain: number[] = [];
-  await store.lease(tag, 1000); // marks the row on this instance: the timed leases never jump
+  await leaseSegment(fencedTarget, tag, 1000, 5000); // marks the row on this instance: the timed leases never jump
   for (let block = 0; block < 20; block++) {
-    for (const [out, run] of [
-      [fenced, () => store.lease(tag, 1000)],
-      [plain, () => knex.raw(unfenced, [1000, tag, 1000])],
+    for (const [out, target] of [
+      [fenced, fencedTarget],
+      [plain, plainTarget],
     ] as const) {
       for (let i = 0; i < LEASES / 20; i++) {
         const t = performance.now();
-        await run();
+        await leaseSegment(target, tag, 1000, 5000);
         out.push(performance.now() - t);
       }
     }

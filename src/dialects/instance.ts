@@ -41,8 +41,8 @@ const PG_TIMELINE = 'substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8)';
 /**
  * The instance for leases and draws, which run on the hot path: only what costs nothing to read.
  * Measured here: pg_control_system() reads the control file (~40 µs a statement, ~9 % of a lease),
- * MariaDB's status table ~65–300 µs (up to 80 % of a 0.37 ms lease); the timeline, `version()`,
- * `@@server_id` and `@@wsrep_cluster_name` are a few µs. What that leaves out, and why it is enough:
+ * MariaDB's status table ~65–300 µs (up to 80 % of a 0.37 ms lease); the timeline, `@@server_id`
+ * and `@@wsrep_cluster_name` are a few µs. What that leaves out, and why it is enough:
  * - PostgreSQL, the system identifier: a promotion or a PITR starts a new timeline, which is what
  *   forks a history; a logical restore elsewhere is a restore (docs/failover.md: bump it);
  * - MariaDB, the start second: a restart of a durable server (innodb_flush_log_at_trx_commit = 1,
@@ -51,6 +51,7 @@ const PG_TIMELINE = 'substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8)';
  *   joining or leaving changes neither.
  */
 export function leaseInstanceExpression(flavor: Flavor): string {
-  if (flavor !== 'mysql') return `CASE WHEN version() LIKE '%PGlite%' THEN '${PGLITE_INSTANCE}' ELSE 'pg:tl' || ${PG_TIMELINE} END`;
+  // PGlite has a timeline too (always 1: nothing promotes it), so it needs no case of its own here.
+  if (flavor !== 'mysql') return `'pg:tl' || ${PG_TIMELINE}`;
   return `IF(@@global.wsrep_on = 1, CONCAT('galera:', @@global.wsrep_cluster_name), CONCAT('mariadb:', @@server_id))`;
 }

@@ -122,7 +122,18 @@ export interface SegmentTarget {
   readonly ref: SegmentTableRef;
   readonly text: Readonly<
     Record<
-      'lease' | 'giveBack' | 'read' | 'list' | 'insert' | 'setStep' | 'setGap' | 'raiseTo' | 'raiseBy' | 'raiseToTag' | 'raiseByTag',
+      | 'lease'
+      | 'fencedLease'
+      | 'giveBack'
+      | 'read'
+      | 'list'
+      | 'insert'
+      | 'setStep'
+      | 'setGap'
+      | 'raiseTo'
+      | 'raiseBy'
+      | 'raiseToTag'
+      | 'raiseByTag',
       string
     >
   >;
@@ -151,15 +162,21 @@ export function segmentTarget(db: SqlExecutor, ref: SegmentTableRef): SegmentTar
     flavor,
     ref,
     text: Object.freeze({
-      // THE lease, fenced. A row last leased on another database instance (a promoted standby
-      // whose copy may lack the old primary's latest leases) first jumps past the next-but-one
-      // multiple of its failover_gap — at least the gap above the row it finds, and round, so a
-      // person reading IDs sees where a failover was — then moves by the step, in one statement:
-      // whoever leases first on the new instance jumps, the others find it marked.
-      // MySQL evaluates SET left to right on the updated row, so `instance` is assigned last;
+      // THE lease, on the instance that served the row last: 0.2's statement plus one guard. A row
+      // last leased on another database instance (a promoted standby, whose copy may lack the old
+      // primary's latest leases) changes nothing here, and leaseSegment sends `fencedLease` instead.
       // LAST_INSERT_ID(expr) puts the new value in the OK packet's insertId, which mysql2 always
       // delivers exactly (a string past 2^53), whatever the pool's options.
       lease: mysql
+        ? `UPDATE ${tb} SET max_id = LAST_INSERT_ID(max_id + ?) WHERE tag = ? AND max_id <= ${limit} - ? AND instance = ${here}`
+        : `UPDATE ${tb} SET max_id = max_id + ?${touch} WHERE tag = ? AND max_id <= ${limit} - ? AND instance = ${here} RETURNING max_id::text AS max_id`,
+      // The first lease on a new instance: the row first jumps past the next-but-one multiple of its
+      // failover_gap — at least the gap above the row it finds, and round, so a person reading IDs
+      // sees where a failover was — then moves by the step, and names this instance, in one
+      // statement: whoever comes first jumps, the others find it marked (their guarded lease above
+      // succeeds; this one, run again, adds just the step). MySQL evaluates SET left to right on the
+      // updated row, so `instance` is assigned last.
+      fencedLease: mysql
         ? `UPDATE ${tb} SET max_id = LAST_INSERT_ID(IF(instance <=> ${here}, max_id, (max_id DIV failover_gap + 2) * failover_gap) + ?),
   jumps = jumps + IF(instance <=> ${here}, 0, 1), jumped_at = IF(instance <=> ${here}, jumped_at, NOW(3)), instance = ${here}
 WHERE tag = ? AND max_id <= ${limit} - ? - IF(instance <=> ${here}, 0, 2 * failover_gap)`
@@ -234,7 +251,9 @@ async function run(t: SegmentTarget, text: string, values: readonly SqlValue[], 
 export async function leaseSegment(t: SegmentTarget, tag: string, step: number, timeoutMs?: number): Promise<bigint | undefined> {
   if (!Number.isSafeInteger(step) || step < 1) throw new IdleaseError('INVARIANT', `lease step must be a positive integer, got ${step}`);
   return retryConflicts(async (left) => {
-    const res = await run(t, t.text.lease, [step, tag, step], left);
+    let res = await run(t, t.text.lease, [step, tag, step], left);
+    // Nothing changed: a row last leased on another instance (fence it now), or no row, or full.
+    if ((t.flavor === 'mysql' ? res.affected : res.rows.length) !== 1) res = await run(t, t.text.fencedLease, [step, tag, step], left);
     if (t.flavor === 'mysql') {
       if (res.affected !== 1) return undefined;
       const end = toBigInt(res.insertId, 'max_id (insertId)');
