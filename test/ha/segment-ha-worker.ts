@@ -25,6 +25,14 @@ interface WorkerConfig {
   connectTimeoutMs?: number;
   /** A pause after every call, ms: a service's pace instead of flat out (fewer IDs to record and count). */
   pauseMs?: number;
+  /** How long one lease should last (default 50 ms: a lease every few calls). Production-like: seconds, so a process holds seconds of IDs in memory. */
+  targetLeaseMs?: number;
+  /**
+   * Wait for this file before the first call: the process is started (and its code loaded) ahead,
+   * so that its first lease goes out within milliseconds of the file appearing, as a process
+   * already starting when a router moves would.
+   */
+  goFile?: string;
 }
 
 const cfg = JSON.parse(process.argv[2] ?? '{}') as WorkerConfig;
@@ -36,7 +44,7 @@ const alloc = createSegmentAllocator({
   knex,
   tag: cfg.tag,
   maxStep: cfg.maxStep,
-  targetLeaseMs: 50,
+  targetLeaseMs: cfg.targetLeaseMs ?? 50,
   statementTimeoutMs: cfg.statementTimeoutMs ?? 2_000,
   waitTimeoutMs: cfg.waitTimeoutMs ?? 3_000,
   onEvent: (e) => {
@@ -44,6 +52,7 @@ const alloc = createSegmentAllocator({
   },
 });
 const fd = openSync(cfg.out, 'w');
+while (cfg.goFile && !existsSync(cfg.goFile)) await new Promise((r) => setTimeout(r, 5));
 const buf = new BigInt64Array(256);
 let n = 0;
 let ids = 0;

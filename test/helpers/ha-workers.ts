@@ -48,6 +48,8 @@ export function startHaWorker(
     statementTimeoutMs?: number;
     connectTimeoutMs?: number;
     pauseMs?: number;
+    targetLeaseMs?: number;
+    goFile?: string;
   },
   launch: Launch = spawn,
 ): HaWorker {
