@@ -74,6 +74,7 @@ async function runPatroniFailover(c: PatroniCluster, event: Event) {
     });
   const snowflake = (name: string, dir: string) =>
     startHaProcess<Omit<SnowflakeHaResult, 'name' | 'file'>>(SNOWFLAKE_WORKER, name, dir, {
+      ...(dir === freshSnowDir ? { goFile } : {}),
       url: c.url(),
       leaseTtlMs: 4_000,
       maxLeadMs: 500,
@@ -95,6 +96,7 @@ async function runPatroniFailover(c: PatroniCluster, event: Event) {
   // routes to the new leader): the first lease there races the old processes' retries, as a
   // deployment's new pods would. Spawned afterwards, they lost that race on this loaded machine.
   const freshSegments: HaWorker[] = Array.from({ length: 3 }, (_, i) => segment(`fresh${i}`, true));
+  const freshSnow = [snowflake('fresh-sf0', freshSnowDir), snowflake('fresh-sf1', freshSnowDir)];
   if (event === 'crash') {
     await c.crashLeader(); // the paused walsenders die with it: the replicas never get those 3 s
     mark('leader crashed');
@@ -109,7 +111,6 @@ async function runPatroniFailover(c: PatroniCluster, event: Event) {
   mark('write through HAProxy');
   writeFileSync(goFile, '');
   markHaWorkers(segDir);
-  const freshSnow = [snowflake('fresh-sf0', freshSnowDir), snowflake('fresh-sf1', freshSnowDir)];
   await Promise.race([Promise.all(freshSegments.map((w) => w.serving)), sleep(30_000)]);
   mark('fresh serving');
   // Past the old processes' memory: each leases on the new leader at least once.

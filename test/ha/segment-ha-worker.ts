@@ -52,7 +52,8 @@ const alloc = createSegmentAllocator({
   },
 });
 const fd = openSync(cfg.out, 'w');
-while (cfg.goFile && !existsSync(cfg.goFile)) await new Promise((r) => setTimeout(r, 5));
+// (A stop file ends the wait too: no worker outlives a test that failed before its go.)
+while (cfg.goFile && !existsSync(cfg.goFile) && !existsSync(cfg.stopFile)) await new Promise((r) => setTimeout(r, 5));
 const buf = new BigInt64Array(256);
 let n = 0;
 let ids = 0;

@@ -21,6 +21,8 @@ interface WorkerConfig {
   leaseTtlMs: number;
   maxLeadMs: number;
   waitTimeoutMs: number;
+  /** Wait for this file before the first call (loaded ahead, as in test/ha/segment-ha-worker.ts). */
+  goFile?: string;
 }
 
 const cfg = JSON.parse(process.argv[2] ?? '{}') as WorkerConfig;
@@ -40,6 +42,8 @@ const alloc = createSnowflakeAllocator({
   },
 });
 const fd = openSync(cfg.out, 'w');
+// (A stop file ends the wait too: no worker outlives a test that failed before its go.)
+while (cfg.goFile && !existsSync(cfg.goFile) && !existsSync(cfg.stopFile)) await new Promise((r) => setTimeout(r, 5));
 let ids = 0;
 let untyped = 0;
 const errors: Record<string, number> = {};
