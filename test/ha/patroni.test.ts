@@ -135,7 +135,8 @@ function expectSafe(label: string, run: Awaited<ReturnType<typeof runPatroniFail
         `${r.name}: ${r.ids} ids, claims ${JSON.stringify(r.claims.map((x) => x.workerId))}, waits ${r.failoverWaits}, lost ${r.lost}, errors ${JSON.stringify(r.errors)}, untyped ${r.untyped}`,
     )
     .join('\n');
-  const why = `${summary(segResults)}\n${segResults.map((r) => `${r.name} causes ${JSON.stringify(r.causes)} lease errors ${JSON.stringify(r.leaseErrors)} after failover ${r.ids - (r.idsAtMark ?? 0)}`).join('\n')}\n${snowWhy}\ntimeline ${JSON.stringify(timeline)}`;
+  const snowLog = snowResults.map((r) => `${r.name}: ${r.leaseErrors} lease errors; ${r.log.join(' | ')}`).join('\n');
+  const why = `${summary(segResults)}\n${segResults.map((r) => `${r.name} causes ${JSON.stringify(r.causes)} lease errors ${JSON.stringify(r.leaseErrors)} after failover ${r.ids - (r.idsAtMark ?? 0)}`).join('\n')}\n${snowWhy}\n${snowLog}\ntimeline ${JSON.stringify(timeline)}`;
   console.log(
     `Patroni ${label} (${run.from} → ${run.to}): write through HAProxy ${failoverMs} ms after the event; segments ${seg.total} IDs, ${seg.duplicates} duplicates; snowflake ${snow.total} IDs, ${snow.duplicates} duplicates\n${why}`,
   );

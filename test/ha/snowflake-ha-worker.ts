@@ -4,7 +4,7 @@
  * held) until a stop file appears, appends them (int64, little endian) to a file, and keeps going
  * through failures, counting each error by code. Prints `first` at its first ID and one JSON
  * line at the end: { ids, errors: { CODE: n }, untyped, claims: [{ workerId, at }], failoverWaits,
- * lost, waitMs }.
+ * lost, waitMs, log: ['<ms> <event> <workerId>'], leaseErrors }.
  *
  *   node --import tsx test/ha/snowflake-ha-worker.ts '<json config>'
  */
@@ -29,6 +29,9 @@ const cfg = JSON.parse(process.argv[2] ?? '{}') as WorkerConfig;
 const knex = connect(cfg.url, { poolMax: 2, connectTimeoutMs: 1_000 });
 const claims: Array<{ workerId: number; at: number }> = [];
 let waitMs = 0;
+// Every event but `renewed` and `lease-error` (counted), with its time: what a post-mortem of the run needs.
+const log: string[] = [];
+let leaseErrors = 0;
 const alloc = createSnowflakeAllocator({
   knex,
   group: 'ha',
@@ -37,6 +40,8 @@ const alloc = createSnowflakeAllocator({
   maxLeadMs: cfg.maxLeadMs,
   waitTimeoutMs: cfg.waitTimeoutMs,
   onEvent: (e) => {
+    if (e.type === 'lease-error') leaseErrors++;
+    else if (e.type !== 'renewed') log.push(`${Date.now()} ${e.type}${'workerId' in e ? ` ${e.workerId}` : ''}`);
     if (e.type === 'claimed') claims.push({ workerId: e.workerId, at: Date.now() });
     if (e.type === 'failover-wait') waitMs = e.waitMs;
   },
@@ -67,4 +72,4 @@ closeSync(fd);
 const { failoverWaits, lost } = alloc.stats();
 await alloc.close();
 await knex.destroy().catch(() => undefined);
-process.stdout.write(`${JSON.stringify({ ids, errors, untyped, claims, failoverWaits, lost, waitMs })}\n`);
+process.stdout.write(`${JSON.stringify({ ids, errors, untyped, claims, failoverWaits, lost, waitMs, log, leaseErrors })}\n`);
