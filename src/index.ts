@@ -19,6 +19,7 @@ export {
   addTag,
   bumpTag,
   listTags,
+  setFailoverGap,
   setStep,
   type SegmentAllocatorOptions,
   type SegmentAllocator,

@@ -13,6 +13,8 @@ import type { SqlExecutor, SqlResult, SqlValue } from './sql.js';
 import { IdleaseError } from '../errors.js';
 import { MAX_INT64, toBigInt } from '../ids.js';
 import { type Flavor, ownObject, ownObjectName, ownSchema, quoteIdent } from './detect.js';
+import { leaseInstanceExpression } from './instance.js';
+import { DEFAULT_FAILOVER_GAP, MAX_FAILOVER_GAP } from '../failover-gap.js';
 
 export interface SegmentTableRef {
   readonly schema: string | undefined;
@@ -30,6 +32,7 @@ export function segmentTableDdl(flavor: Flavor, ref: SegmentTableRef): { up: str
   step int NOT NULL DEFAULT 1000,
   description varchar(256) NOT NULL DEFAULT '',
   updated_at timestamp(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3),
+  ${FENCING_COLUMNS.mysql.join(',\n  ')},
   PRIMARY KEY (tag),
   CONSTRAINT ${quoteIdent(flavor, ref.table + '_max_id_ck')} CHECK (max_id >= 0),
   CONSTRAINT ${quoteIdent(flavor, ref.table + '_step_ck')} CHECK (step > 0)
@@ -45,11 +48,47 @@ export function segmentTableDdl(flavor: Flavor, ref: SegmentTableRef): { up: str
   max_id bigint NOT NULL DEFAULT 0 CHECK (max_id >= 0),
   step integer NOT NULL DEFAULT 1000 CHECK (step > 0),
   description varchar(256) NOT NULL DEFAULT '',
-  updated_at timestamptz NOT NULL DEFAULT now()
+  updated_at timestamptz NOT NULL DEFAULT now(),
+  ${FENCING_COLUMNS.postgres.join(',\n  ')}
 )`,
     ],
     down: [`DROP TABLE IF EXISTS ${t}`],
   };
+}
+
+/**
+ * The columns that fence a failover, beside max_id: `instance` names the database instance that
+ * served the row's last lease (instance.ts); `failover_gap` is the row's jump; `jumps` and
+ * `jumped_at` count and date the jumps for `tag list` and metrics.
+ */
+const FENCING_COLUMNS = {
+  mysql: [
+    'instance varchar(255) NULL',
+    `failover_gap bigint NOT NULL DEFAULT ${DEFAULT_FAILOVER_GAP} CHECK (failover_gap > 0 AND failover_gap <= ${MAX_FAILOVER_GAP})`,
+    'jumps int NOT NULL DEFAULT 0',
+    'jumped_at timestamp(3) NULL',
+  ],
+  postgres: [
+    'instance varchar(255)',
+    `failover_gap bigint NOT NULL DEFAULT ${DEFAULT_FAILOVER_GAP} CHECK (failover_gap > 0 AND failover_gap <= ${MAX_FAILOVER_GAP})`,
+    'jumps integer NOT NULL DEFAULT 0',
+    'jumped_at timestamptz',
+  ],
+};
+
+/**
+ * Version 2 of the table, for rows made before the fencing columns: add them, and mark every row
+ * with the instance the migration runs on. That is the history the earlier version trusted (an
+ * operator bumped rows after a failover), so marking it costs nobody a jump; a row left unmarked
+ * would jump once on its first lease, which is safe too.
+ */
+export function segmentFencingDdl(flavor: Flavor, ref: SegmentTableRef): string[] {
+  const t = ownObject(flavor, ref.schema, ref.table);
+  const columns = flavor === 'mysql' ? FENCING_COLUMNS.mysql : FENCING_COLUMNS.postgres;
+  return [
+    ...columns.map((c) => `ALTER TABLE ${t} ADD COLUMN IF NOT EXISTS ${c}`),
+    `UPDATE ${t} SET instance = ${leaseInstanceExpression(flavor)} WHERE instance IS NULL`,
+  ];
 }
 
 // Lease, give-back and tag admin statements. One statement per call (PGlite runs one
@@ -65,6 +104,13 @@ export interface SegmentRow {
   readonly step: number;
   readonly description: string;
   readonly updatedAt: Date;
+  /** The database instance that served the row's last lease (null: none since the row was made by hand). */
+  readonly instance: string | null;
+  /** How far the first lease on another instance jumps. */
+  readonly failoverGap: bigint;
+  /** Failover jumps so far, and when the last one was taken. */
+  readonly jumps: number;
+  readonly jumpedAt: Date | null;
 }
 
 /** A segment table on one client: the statement texts for its flavor, built once. */
@@ -73,7 +119,10 @@ export interface SegmentTarget {
   readonly flavor: Flavor;
   readonly ref: SegmentTableRef;
   readonly text: Readonly<
-    Record<'lease' | 'giveBack' | 'read' | 'list' | 'insert' | 'setStep' | 'raiseTo' | 'raiseBy' | 'raiseToTag' | 'raiseByTag', string>
+    Record<
+      'lease' | 'giveBack' | 'read' | 'list' | 'insert' | 'setStep' | 'setGap' | 'raiseTo' | 'raiseBy' | 'raiseToTag' | 'raiseByTag',
+      string
+    >
   >;
 }
 
@@ -90,27 +139,43 @@ export function segmentTarget(db: SqlExecutor, ref: SegmentTableRef): SegmentTar
   const touch = mysql ? '' : ', updated_at = now()';
   const limit = MAX_INT64.toString();
   const columns = mysql
-    ? 'tag, CAST(max_id AS CHAR) AS max_id, step, description, updated_at'
-    : 'tag, max_id::text AS max_id, step, description, updated_at';
+    ? 'tag, CAST(max_id AS CHAR) AS max_id, step, description, updated_at, instance, CAST(failover_gap AS CHAR) AS failover_gap, jumps, jumped_at'
+    : 'tag, max_id::text AS max_id, step, description, updated_at, instance, failover_gap::text AS failover_gap, jumps, jumped_at';
   const raiseTo = `UPDATE ${tb} SET max_id = ${big}${touch} WHERE max_id < ${big}`;
   const raiseBy = `UPDATE ${tb} SET max_id = max_id + ${big}${touch} WHERE max_id <= ${limit} - ${big}`;
+  const here = leaseInstanceExpression(flavor);
   return Object.freeze({
     db,
     flavor,
     ref,
     text: Object.freeze({
-      // THE lease. MySQL returns the new value in the OK packet's insertId via LAST_INSERT_ID(expr),
-      // which mysql2 always delivers exactly (a string past 2^53), whatever the pool's options.
+      // THE lease, fenced. A row last leased on another database instance (a promoted standby
+      // whose copy may lack the old primary's latest leases) first jumps past the next-but-one
+      // multiple of its failover_gap — at least the gap above the row it finds, and round, so a
+      // person reading IDs sees where a failover was — then moves by the step, in one statement:
+      // whoever leases first on the new instance jumps, the others find it marked.
+      // MySQL evaluates SET left to right on the updated row, so `instance` is assigned last;
+      // LAST_INSERT_ID(expr) puts the new value in the OK packet's insertId, which mysql2 always
+      // delivers exactly (a string past 2^53), whatever the pool's options.
       lease: mysql
-        ? `UPDATE ${tb} SET max_id = LAST_INSERT_ID(max_id + ?) WHERE tag = ? AND max_id <= ${limit} - ?`
-        : `UPDATE ${tb} SET max_id = max_id + ?${touch} WHERE tag = ? AND max_id <= ${limit} - ? RETURNING max_id::text AS max_id`,
+        ? `UPDATE ${tb} SET max_id = LAST_INSERT_ID(IF(instance <=> ${here}, max_id, (max_id DIV failover_gap + 2) * failover_gap) + ?),
+  jumps = jumps + IF(instance <=> ${here}, 0, 1), jumped_at = IF(instance <=> ${here}, jumped_at, NOW(3)), instance = ${here}
+WHERE tag = ? AND max_id <= ${limit} - ? - IF(instance <=> ${here}, 0, 2 * failover_gap)`
+        : `UPDATE ${tb} AS s SET max_id = CASE WHEN s.instance = i.here THEN s.max_id ELSE (s.max_id / s.failover_gap + 2) * s.failover_gap END + CAST(? AS bigint),
+  jumps = s.jumps + CASE WHEN s.instance = i.here THEN 0 ELSE 1 END, jumped_at = CASE WHEN s.instance = i.here THEN s.jumped_at ELSE now() END,
+  instance = i.here${touch}
+FROM (SELECT ${here} AS here) i
+WHERE s.tag = ? AND s.max_id <= ${limit} - CAST(? AS bigint) - CASE WHEN s.instance = i.here THEN 0 ELSE 2 * s.failover_gap END
+RETURNING s.max_id::text AS max_id`,
       giveBack: `UPDATE ${tb} SET max_id = ${big}${touch} WHERE tag = ? AND max_id = ${big}`,
       read: `SELECT ${columns} FROM ${tb} WHERE tag = ?`,
       list: `SELECT ${columns} FROM ${tb} ORDER BY tag`,
+      // A new row is marked with the instance it is made on: its history starts there.
       insert: mysql
-        ? `INSERT IGNORE INTO ${tb} (tag, max_id, step, description) VALUES (?, ${big}, ?, ?)`
-        : `INSERT INTO ${tb} (tag, max_id, step, description) VALUES (?, ${big}, ?, ?) ON CONFLICT (tag) DO NOTHING`,
+        ? `INSERT IGNORE INTO ${tb} (tag, max_id, step, description, failover_gap, instance) VALUES (?, ${big}, ?, ?, ${big}, ${here})`
+        : `INSERT INTO ${tb} (tag, max_id, step, description, failover_gap, instance) SELECT ?, ${big}, ?, ?, ${big}, ${here} ON CONFLICT (tag) DO NOTHING`,
       setStep: `UPDATE ${tb} SET step = ?${touch} WHERE tag = ?`,
+      setGap: `UPDATE ${tb} SET failover_gap = ${big}${touch} WHERE tag = ?`,
       raiseTo,
       raiseBy,
       raiseToTag: `${raiseTo} AND tag = ?`,
@@ -199,15 +264,21 @@ export async function giveBackSegment(
   return res.affected === 1;
 }
 
+const toDate = (v: unknown): Date => (v instanceof Date ? v : new Date(String(v)));
+
 /** Columns in the order `read`/`list` select them. */
 function toRow(r: readonly unknown[]): SegmentRow {
-  const [tag, maxId, step, description, updatedAt] = r;
+  const [tag, maxId, step, description, updatedAt, instance, failoverGap, jumps, jumpedAt] = r;
   return Object.freeze({
     tag: String(tag),
     maxId: toBigInt(maxId, 'max_id'),
     step: Number(step),
     description: String(description ?? ''),
-    updatedAt: updatedAt instanceof Date ? updatedAt : new Date(String(updatedAt)),
+    updatedAt: toDate(updatedAt),
+    instance: instance == null ? null : String(instance),
+    failoverGap: toBigInt(failoverGap, 'failover_gap'),
+    jumps: Number(jumps),
+    jumpedAt: jumpedAt == null ? null : toDate(jumpedAt),
   });
 }
 
@@ -236,11 +307,19 @@ export async function listSegmentRows(t: SegmentTarget): Promise<SegmentRow[]> {
 /** Insert a tag row; false when it already exists (nothing is changed then). */
 export async function insertSegmentRow(
   t: SegmentTarget,
-  row: { tag: string; maxId: bigint; step: number; description: string },
+  row: { tag: string; maxId: bigint; step: number; description: string; failoverGap?: bigint },
   timeoutMs?: number,
 ): Promise<boolean> {
-  const res = await run(t, t.text.insert, [row.tag, row.maxId.toString(), row.step, row.description], timeoutMs);
+  const gap = (row.failoverGap ?? DEFAULT_FAILOVER_GAP).toString();
+  const res = await run(t, t.text.insert, [row.tag, row.maxId.toString(), row.step, row.description, gap], timeoutMs);
   return res.affected === 1;
+}
+
+/** Change a row's failover gap; false when the tag has no row. */
+export async function updateFailoverGap(t: SegmentTarget, tag: string, gap: bigint): Promise<boolean> {
+  const res = await run(t, t.text.setGap, [gap.toString(), tag]);
+  if (res.affected === 1) return true;
+  return t.flavor === 'mysql' && (await readSegmentRow(t, tag)) !== undefined;
 }
 
 /** Change the admin step; false when the tag has no row. */

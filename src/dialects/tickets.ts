@@ -17,6 +17,8 @@ import { type Flavor, isPostgres, ownObject, ownSchema } from './detect.js';
 import type { SqlExecutor, SqlResult } from './sql.js';
 import { IdleaseError } from '../errors.js';
 import { toBigInt } from '../ids.js';
+import { leaseInstanceExpression } from './instance.js';
+import { DEFAULT_FAILOVER_GAP } from '../failover-gap.js';
 
 export const TICKET_TABLE_PREFIX = 'idlease_tickets_';
 export const SCHEME_TABLE = 'idlease_ticket_schemes';
@@ -33,12 +35,59 @@ export interface TicketScheme {
   readonly increment: number;
   readonly offset: number;
   readonly open: boolean;
+  /**
+   * The database instance the counter was last drawn on (null: never marked), and the one this read
+   * ran on. When they differ the server was failed over (or restored) and its counter may be behind
+   * tickets the old primary issued: draws are refused until fenceFailover has jumped it.
+   */
+  readonly instance?: string | null;
+  readonly here?: string;
+  /** How far fenceFailover jumps the counter past the highest ticket it finds. */
+  readonly failoverGap?: bigint;
+  readonly jumps?: number;
 }
 
 /** The pair a server serves: IDs ≡ offset (mod increment). */
 export interface TicketPair {
   readonly increment: number;
   readonly offset: number;
+}
+
+/** The failover fence of each counter, beside its scheme (see TicketScheme.instance). */
+const SCHEME_FENCING_COLUMNS = {
+  mysql: [
+    'instance varchar(255) NULL',
+    `failover_gap bigint NOT NULL DEFAULT ${DEFAULT_FAILOVER_GAP}`,
+    'jumps int NOT NULL DEFAULT 0',
+    'jumped_at timestamp(3) NULL',
+  ],
+  postgres: [
+    'instance varchar(255)',
+    `failover_gap bigint NOT NULL DEFAULT ${DEFAULT_FAILOVER_GAP}`,
+    'jumps integer NOT NULL DEFAULT 0',
+    'jumped_at timestamptz',
+  ],
+};
+
+/**
+ * Version 2 of the scheme table, for servers migrated before the failover fence: add its columns
+ * and mark this sequence's counter with the instance the migration runs on (what the earlier
+ * version trusted; an unmarked counter would jump once, which is safe too).
+ */
+export async function upgradeSchemeFencing(db: SqlExecutor, ref: TicketRef): Promise<void> {
+  const schemes = schemeTable(db.flavor, ref.schema);
+  const columns = db.flavor === 'mysql' ? SCHEME_FENCING_COLUMNS.mysql : SCHEME_FENCING_COLUMNS.postgres;
+  for (const c of columns) await db.run(`ALTER TABLE ${schemes} ADD COLUMN IF NOT EXISTS ${c}`, []);
+  await db.run(`UPDATE ${schemes} SET instance = ? WHERE sequence_name = ? AND instance IS NULL`, [
+    await currentInstance(db),
+    ref.sequence,
+  ]);
+}
+
+/** The instance a statement on `db` runs on (instance.ts), read as a value. */
+async function currentInstance(db: SqlExecutor): Promise<string> {
+  const row = (await db.run(`SELECT ${leaseInstanceExpression(db.flavor)} AS here`, [])).rows[0];
+  return String(row?.[0]);
 }
 
 /** Table (MySQL) or sequence (Postgres) name for a sequence name. */
@@ -71,17 +120,21 @@ function intLiteral(value: number | bigint): string {
 export function ticketsDdl(
   flavor: Flavor,
   ref: TicketRef,
-  opts: { engine: TicketEngine; increment: number; offset: number },
+  opts: { engine: TicketEngine; increment: number; offset: number; failoverGap?: bigint },
 ): { up: string[]; down: string[]; seed: (db: SqlExecutor) => Promise<void>; unseed: (db: SqlExecutor) => Promise<void> } {
   const obj = ticketObject(flavor, ref);
   const schemes = schemeTable(flavor, ref.schema);
   const seed = async (db: SqlExecutor): Promise<void> => {
-    // Insert-if-missing: re-running a migration must not reset a resharded scheme.
+    // Insert-if-missing: re-running a migration must not reset a resharded scheme. A new counter
+    // starts its history on this instance. The instance is read first and written as a value, so
+    // statement-based replication copies the primary's, not each replica's own.
+    const here = await currentInstance(db);
+    const gap = (opts.failoverGap ?? DEFAULT_FAILOVER_GAP).toString();
     const sql =
       flavor === 'mysql'
-        ? `INSERT IGNORE INTO ${schemes} (sequence_name, generation, increment_by, offset_by, is_open) VALUES (?, 1, ?, ?, 1)`
-        : `INSERT INTO ${schemes} (sequence_name, generation, increment_by, offset_by, is_open) VALUES (?, 1, ?, ?, true) ON CONFLICT (sequence_name) DO NOTHING`;
-    await db.run(sql, [ref.sequence, opts.increment, opts.offset]);
+        ? `INSERT IGNORE INTO ${schemes} (sequence_name, generation, increment_by, offset_by, is_open, instance, failover_gap) VALUES (?, 1, ?, ?, 1, ?, ${bigParam(flavor)})`
+        : `INSERT INTO ${schemes} (sequence_name, generation, increment_by, offset_by, is_open, instance, failover_gap) VALUES (?, 1, ?, ?, true, ?, ${bigParam(flavor)}) ON CONFLICT (sequence_name) DO NOTHING`;
+    await db.run(sql, [ref.sequence, opts.increment, opts.offset, here, gap]);
   };
   // Down removes what up created: the scheme table goes with its last row (other ticket
   // sequences in the same schema keep it while they exist).
@@ -98,7 +151,8 @@ export function ticketsDdl(
   generation bigint NOT NULL,
   increment_by int NOT NULL,
   offset_by int NOT NULL,
-  is_open tinyint NOT NULL
+  is_open tinyint NOT NULL,
+  ${SCHEME_FENCING_COLUMNS.mysql.join(',\n  ')}
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
         `CREATE TABLE IF NOT EXISTS ${obj} (
   id bigint unsigned NOT NULL AUTO_INCREMENT,
@@ -119,7 +173,8 @@ export function ticketsDdl(
   generation bigint NOT NULL,
   increment_by integer NOT NULL,
   offset_by integer NOT NULL,
-  is_open boolean NOT NULL
+  is_open boolean NOT NULL,
+  ${SCHEME_FENCING_COLUMNS.postgres.join(',\n  ')}
 )`,
       `CREATE SEQUENCE IF NOT EXISTS ${obj} AS bigint INCREMENT BY ${intLiteral(opts.increment)} MINVALUE 1 START WITH ${intLiteral(opts.offset)} NO CYCLE`,
     ],
@@ -176,12 +231,13 @@ export async function lastIssuedTicket(db: SqlExecutor, ref: TicketRef): Promise
   }
 }
 
-export async function readScheme(db: SqlExecutor, ref: TicketRef): Promise<TicketScheme> {
+export async function readScheme(db: SqlExecutor, ref: TicketRef, forUpdate = false): Promise<TicketScheme> {
   const flavor = db.flavor;
   let res: SqlResult;
   try {
     res = await db.run(
-      `SELECT ${asText(flavor, 'generation')} AS generation, increment_by, offset_by, is_open FROM ${schemeTable(flavor, ref.schema)} WHERE sequence_name = ?`,
+      `SELECT ${asText(flavor, 'generation')} AS generation, increment_by, offset_by, is_open, instance, ${leaseInstanceExpression(flavor)} AS here, ` +
+        `${asText(flavor, 'failover_gap')} AS failover_gap, jumps FROM ${schemeTable(flavor, ref.schema)} WHERE sequence_name = ?${forUpdate ? ' FOR UPDATE' : ''}`,
       [ref.sequence],
     );
   } catch (err) {
@@ -195,7 +251,61 @@ export async function readScheme(db: SqlExecutor, ref: TicketRef): Promise<Ticke
     increment: Number(row[1]),
     offset: Number(row[2]),
     open: isTrue(row[3]),
+    instance: row[4] == null ? null : String(row[4]),
+    here: String(row[5]),
+    failoverGap: toBigInt(row[6], 'failover_gap'),
+    jumps: Number(row[7]),
   };
+}
+
+/** Whether draws on this server are refused until fenceFailover runs (see TicketScheme.instance). */
+export const needsFailoverFence = (scheme: TicketScheme): boolean => scheme.here !== undefined && scheme.instance !== scheme.here;
+
+/**
+ * The smallest value ≥ the next-but-one multiple of `gap` above `highest` that is ≡ offset (mod
+ * increment): a jump of at least the gap that keeps the server's residue, round for a person reading IDs.
+ */
+export function failoverTarget(highest: bigint, gap: bigint, pair: TicketPair): bigint {
+  const base = (highest / gap + 2n) * gap;
+  const inc = BigInt(pair.increment);
+  const off = BigInt(pair.offset) % inc;
+  return base + ((off - (base % inc) + inc) % inc);
+}
+
+/**
+ * The fence after a failover, run by the first allocator whose draw lands on a new instance (the
+ * draw itself refuses: see the draw statements): under the scheme row's lock, which holds every
+ * draw out, move the counter past everything it may have issued before on the old primary — the
+ * highest ticket this copy knows plus the failover gap, keeping the residue — and mark the new
+ * instance. Whoever comes second finds it marked and does nothing. Returns whether this call jumped.
+ */
+export async function fenceFailover(db: SqlExecutor, ref: TicketRef): Promise<boolean> {
+  const flavor = db.flavor;
+  const obj = ticketObject(flavor, ref);
+  const schemes = schemeTable(flavor, ref.schema);
+  try {
+    return await db.transaction(async (tx) => {
+      // PostgreSQL: draws hold ACCESS SHARE on the scheme table; MySQL: a shared lock on the row.
+      if (isPostgres(flavor)) await tx.run(`LOCK TABLE ${schemes} IN ACCESS EXCLUSIVE MODE`, []);
+      const scheme = await readScheme(tx, ref, flavor === 'mysql');
+      if (!needsFailoverFence(scheme)) return false;
+      const target = failoverTarget(await highestIssued(tx, ref), scheme.failoverGap ?? DEFAULT_FAILOVER_GAP, scheme);
+      if (flavor === 'mysql') {
+        // A row with an explicit id moves the AUTO_INCREMENT counter past it (InnoDB and MyISAM
+        // alike), and the next draw takes the first value above it with the residue: target + increment.
+        await tx.run(`REPLACE INTO ${obj} (id, stub) VALUES (${bigParam(flavor)}, 'a')`, [target.toString()]);
+      } else {
+        await tx.run(`SELECT setval('${obj}', ${bigParam(flavor)}, true)`, [target.toString()]);
+      }
+      await tx.run(
+        `UPDATE ${schemes} SET instance = ?, jumps = jumps + 1, jumped_at = ${flavor === 'mysql' ? 'NOW(3)' : 'now()'} WHERE sequence_name = ?`,
+        [scheme.here!, ref.sequence],
+      );
+      return true;
+    });
+  } catch (err) {
+    throw isMissingTable(err) ? await notMigrated(db, ref, err) : err;
+  }
 }
 
 /**
@@ -244,7 +354,7 @@ export async function setTicketSession(db: SqlExecutor, pair: TicketPair, lockWa
  */
 export function mysqlDrawSql(ref: TicketRef): string {
   const table = ticketObject('mysql', ref);
-  return `REPLACE INTO ${table} (stub) SELECT 'a' FROM ${schemeTable('mysql', ref.schema)} WHERE sequence_name = ? AND generation = ${bigParam('mysql')} AND is_open = 1 LOCK IN SHARE MODE`;
+  return `REPLACE INTO ${table} (stub) SELECT 'a' FROM ${schemeTable('mysql', ref.schema)} WHERE sequence_name = ? AND generation = ${bigParam('mysql')} AND is_open = 1 AND instance = ${leaseInstanceExpression('mysql')} LOCK IN SHARE MODE`;
 }
 
 /**
@@ -254,7 +364,7 @@ export function mysqlDrawSql(ref: TicketRef): string {
  * identifier: never user text.
  */
 function postgresDrawSql(flavor: Flavor, ref: TicketRef): string {
-  return `SELECT nextval('${ticketObject(flavor, ref)}')::text AS id FROM ${schemeTable(flavor, ref.schema)} WHERE sequence_name = ? AND generation = ${bigParam(flavor)} AND is_open`;
+  return `SELECT nextval('${ticketObject(flavor, ref)}')::text AS id FROM ${schemeTable(flavor, ref.schema)} WHERE sequence_name = ? AND generation = ${bigParam(flavor)} AND is_open AND instance = ${leaseInstanceExpression(flavor)}`;
 }
 
 /** MySQL: the new id in the OK packet; no row inserted means the scheme moved on. */
@@ -379,8 +489,9 @@ export async function openScheme(db: SqlExecutor, ref: TicketRef, next: TicketPa
   const flavor = db.flavor;
   const obj = ticketObject(flavor, ref);
   const schemes = schemeTable(flavor, ref.schema);
-  const reopen = `UPDATE ${schemes} SET generation = generation + 1, increment_by = ?, offset_by = ?, is_open = ${flavor === 'mysql' ? '1' : 'true'} WHERE sequence_name = ?`;
-  const values = [next.increment, next.offset, ref.sequence];
+  // The counter was just moved on this instance: its history is complete here.
+  const reopen = `UPDATE ${schemes} SET generation = generation + 1, increment_by = ?, offset_by = ?, is_open = ${flavor === 'mysql' ? '1' : 'true'}, instance = ? WHERE sequence_name = ?`;
+  const values = [next.increment, next.offset, await currentInstance(db), ref.sequence];
   if (flavor === 'mysql') {
     // MySQL hands out the smallest value ≥ AUTO_INCREMENT that is ≡ offset (mod increment)
     // of the session, so setting the counter to `first` is enough. Not transactional (DDL):

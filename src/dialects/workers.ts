@@ -6,6 +6,7 @@
 import { isIdleaseError } from '../errors.js';
 import { toBigInt, toInt32 } from '../ids.js';
 import { type Flavor, ownObject, ownObjectName, ownSchema, quoteIdent } from './detect.js';
+import { instanceExpression, PGLITE_INSTANCE } from './instance.js';
 import { retryConflicts } from './conflicts.js';
 import { executorCatalogQuery, isMissingTable, notMigratedError, olderInstallSchema, relationExists } from './missing-object.js';
 import type { SqlExecutor, SqlResult, SqlValue } from './sql.js';
@@ -96,35 +97,6 @@ export function instanceMarkerDdl(flavor: Flavor, ref: WorkerTableRef): { up: st
   written_at timestamptz NOT NULL DEFAULT now()
 )`;
   return { up: [up], down: [`DROP TABLE IF EXISTS ${m}`] };
-}
-
-/**
- * PGlite's instance, which claims do not report, so they never wait: a directory is open in one
- * process at a time (embedded/lock.ts) and nothing replicates it, so no holder can outlive its
- * copy of the rows.
- */
-const PGLITE_INSTANCE = 'pglite';
-
-/**
- * Which database instance a statement runs on, as text that changes when the history of
- * writes may have forked:
- * - PostgreSQL: the system identifier (shared by a primary and its physical standbys)
- *   and the current timeline (a promotion or a point-in-time recovery starts a new one);
- * - MariaDB: `@@server_id` (replication needs every server's to differ) and the second the server
- *   started (Uptime counts from it, against the statement's own start: exact, no jitter), so an
- *   old primary restarted and promoted again is a new instance too;
- * - PGlite: `pglite` (see PGLITE_INSTANCE);
- * - MariaDB Galera (`wsrep_on`): the cluster's state UUID. Commits are certified by the whole
- *   cluster before they return, so a node's death loses nothing: every node is the same history.
- */
-export function instanceExpression(flavor: Flavor): string {
-  if (flavor !== 'mysql') {
-    // PGlite is told apart by the database itself: idlease's own embedded knex client speaks
-    // the postgres flavor, so the executor's flavor cannot say it.
-    return `CASE WHEN version() LIKE '%PGlite%' THEN '${PGLITE_INSTANCE}' ELSE 'pg:' || (SELECT system_identifier::text FROM pg_control_system()) || ':' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) END`;
-  }
-  const status = (name: string) => `(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = '${name}')`;
-  return `IF(@@global.wsrep_on = 1, CONCAT('galera:', ${status('WSREP_CLUSTER_STATE_UUID')}), CONCAT('mariadb:', @@server_id, ':', CAST(UNIX_TIMESTAMP() - CAST(${status('UPTIME')} AS SIGNED) AS SIGNED)))`;
 }
 
 /**

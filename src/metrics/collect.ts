@@ -162,6 +162,13 @@ function register(registry: Registry): RegistryState {
     ['tag'],
     perSegment((s) => s.regressions),
   );
+  total(
+    registry,
+    'idlease_segment_failover_jumps_total',
+    "Leases that were the first on a new database instance and jumped the tag's row by its failover gap.",
+    ['tag'],
+    perSegment((s) => s.failoverJumps),
+  );
   gauge(
     registry,
     'idlease_segment_remaining_ids',

@@ -41,6 +41,8 @@ const KNEX_FILES: ReadonlyMap<string, readonly string[]> = new Map([
   ['20261123000001_next_id_v2', []],
   ['20261123000004_workers', [DEFAULT_WORKER_TABLE]],
   ['20261124000001_workers_v2', []],
+  ['20261125000001_segments_v2', []],
+  ['20261125000002_tickets_v2', []],
 ]);
 
 const IN_CODE_KINDS = new Set(['segments', 'tickets', 'workers', 'next_id']);

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { ownObjectName, type Flavor } from '../dialects/detect.js';
-import { segmentRowsIfAny, segmentTableDdl } from '../dialects/segments.js';
+import { segmentFencingDdl, segmentRowsIfAny, segmentTableDdl } from '../dialects/segments.js';
 import { knexExecutor } from '../drivers/knex.js';
 import { DEFAULT_SEGMENT_TABLE, validateIdentifier } from '../identifiers.js';
 import { runAll, someOf, stateLossError, type IdleaseMigration } from './types.js';
@@ -47,6 +47,15 @@ export function segmentsMigrations(
         await refuseDown(knex);
         await runAll(knex, ddl.down);
       },
+    },
+    {
+      // Version 2: the failover fence (instance, failover_gap, jumps, jumped_at). A fresh table has
+      // the columns from the entry above, so this only marks nothing; an older table gets them and
+      // its rows are marked with the instance this runs on. Down leaves them (the entry above drops the table).
+      name: `segments:${opts.table}:v2`,
+      up: (knex) => runAll(knex, segmentFencingDdl(flavor, ref)),
+      refuseDown,
+      down: (knex) => refuseDown(knex),
     },
   ];
 }

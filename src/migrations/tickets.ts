@@ -1,9 +1,17 @@
 import type { Knex } from 'knex';
 import { ownObjectName, type Flavor } from '../dialects/detect.js';
 import { knexExecutor } from '../drivers/knex.js';
-import { lastIssuedTicket, readScheme, ticketObjectName, ticketsDdl, type TicketEngine } from '../dialects/tickets.js';
+import {
+  lastIssuedTicket,
+  readScheme,
+  ticketObjectName,
+  ticketsDdl,
+  upgradeSchemeFencing,
+  type TicketEngine,
+} from '../dialects/tickets.js';
 import { IdleaseError, isIdleaseError } from '../errors.js';
 import { validateSequenceName } from '../identifiers.js';
+import { validateFailoverGap } from '../failover-gap.js';
 import { runAll, stateLossError, type IdleaseMigration } from './types.js';
 
 export interface TicketsMigrateOptions {
@@ -22,6 +30,13 @@ export interface TicketsMigrateOptions {
    */
   increment?: number;
   offset?: number;
+  /**
+   * How far the first draw on another database instance (a promoted replica) moves the counter past
+   * the highest ticket it finds, keeping the residue: more than the tickets the server issues during
+   * the replication lag your HA setup allows (docs/failover.md). Default 10^10. Set when the scheme
+   * row is made; later migrations keep it.
+   */
+  failoverGap?: bigint | number | string;
 }
 
 export interface ResolvedTickets {
@@ -31,6 +46,7 @@ export interface ResolvedTickets {
   readonly offset: number;
   /** Whether the caller named increment or offset (then an installed scheme must match them). */
   readonly pairGiven: boolean;
+  readonly failoverGap: bigint;
 }
 
 export function resolveTicketsOptions(input: boolean | TicketsMigrateOptions | undefined): ResolvedTickets | undefined {
@@ -65,6 +81,7 @@ export function resolveTicketsOptions(input: boolean | TicketsMigrateOptions | u
     increment,
     offset,
     pairGiven: opts.increment !== undefined || opts.offset !== undefined,
+    failoverGap: validateFailoverGap(opts.failoverGap, 'tickets.failoverGap'),
   });
 }
 
@@ -74,9 +91,14 @@ export function ticketsMigrations(
   opts: ResolvedTickets,
   dropState = false,
 ): IdleaseMigration[] {
-  return opts.sequences.map((sequence) => {
+  return opts.sequences.flatMap((sequence) => {
     const ref = { schema, sequence };
-    const ddl = ticketsDdl(flavor, ref, { engine: opts.engine, increment: opts.increment, offset: opts.offset });
+    const ddl = ticketsDdl(flavor, ref, {
+      engine: opts.engine,
+      increment: opts.increment,
+      offset: opts.offset,
+      failoverGap: opts.failoverGap,
+    });
     // A counter that has issued tickets: a fresh one would issue them again.
     const refuseDown = async (knex: Knex): Promise<void> => {
       if (dropState) return;
@@ -87,7 +109,7 @@ export function ticketsMigrations(
         `its counter has issued tickets up to ${last}`,
       );
     };
-    return {
+    const base: IdleaseMigration = {
       name: `tickets:${sequence}`,
       up: async (knex) => {
         await runAll(knex, ddl.up);
@@ -123,5 +145,17 @@ export function ticketsMigrations(
         await ddl.unseed(knexExecutor(knex));
       },
     };
+    return [
+      base,
+      {
+        // Version 2: the failover fence on the scheme row (instance, failover_gap, jumps, jumped_at).
+        // A fresh install has it from the entry above; an older one gets the columns, this
+        // sequence's counter marked with the instance this runs on. Down leaves them.
+        name: `tickets:${sequence}:v2`,
+        up: (knex) => upgradeSchemeFencing(knexExecutor(knex), ref),
+        refuseDown,
+        down: (knex) => refuseDown(knex),
+      },
+    ];
   });
 }

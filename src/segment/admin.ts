@@ -4,6 +4,7 @@ import {
   raiseSegmentRows,
   readSegmentRow,
   segmentTarget,
+  updateFailoverGap,
   updateSegmentStep,
   type SegmentRow,
 } from '../dialects/segments.js';
@@ -13,6 +14,7 @@ import { IdleaseError } from '../errors.js';
 import { MAX_INT64, unsafeNumberError } from '../ids.js';
 import { DEFAULT_SEGMENT_TABLE, validateIdentifier } from '../identifiers.js';
 import { validateRowStep, validateStart, validateTag } from './options.js';
+import { validateFailoverGap } from '../failover-gap.js';
 
 export type { SegmentRow };
 
@@ -30,6 +32,12 @@ export interface AddTagOptions extends TagTableOptions {
   /** The row's admin step: the baseline lease size (see docs/segment.md). Default 1000. */
   step?: number;
   description?: string;
+  /**
+   * How far the first lease on another database instance (a promoted standby) jumps past the row it
+   * finds: more than the IDs the tag leases during the replication lag your HA setup allows, plus
+   * the largest step (docs/failover.md). Default 10^10.
+   */
+  failoverGap?: bigint | number | string;
 }
 
 /**
@@ -59,7 +67,8 @@ export async function addTag(db: KnexOrPool, options: AddTagOptions): Promise<{ 
   if (typeof description !== 'string' || description.length > 256) {
     throw new IdleaseError('BAD_CONFIG', 'description must be a string of at most 256 characters.');
   }
-  const created = await insertSegmentRow(t, { tag, maxId: start - 1n, step, description });
+  const failoverGap = validateFailoverGap(options.failoverGap);
+  const created = await insertSegmentRow(t, { tag, maxId: start - 1n, step, description, failoverGap });
   const row = await readSegmentRow(t, tag);
   if (!row) throw new IdleaseError('INVARIANT', `Tag ${JSON.stringify(tag)} was inserted but cannot be read back.`);
   return { created, row };
@@ -82,6 +91,30 @@ export async function setStep(db: KnexOrPool, tag: string, step: number, options
   }
   const row = await readSegmentRow(t, tag);
   if (!row) throw new IdleaseError('UNKNOWN_TAG', `Tag ${JSON.stringify(tag)} was removed while its step was being set.`);
+  return row;
+}
+
+/**
+ * Change a tag's failover gap. The next jump (the first lease on a new instance) uses it; rows
+ * move only at a lease, so nothing is issued differently before a failover.
+ */
+export async function setFailoverGap(
+  db: KnexOrPool,
+  tag: string,
+  gap: bigint | number | string,
+  options: TagTableOptions = {},
+): Promise<SegmentRow> {
+  const t = target(db, options);
+  validateTag(tag);
+  const g = validateFailoverGap(gap);
+  if (!(await updateFailoverGap(t, tag, g))) {
+    throw new IdleaseError(
+      'UNKNOWN_TAG',
+      `Tag ${JSON.stringify(tag)} does not exist. Add it: \`idlease tag add ${tag} --failover-gap ${g}\`.`,
+    );
+  }
+  const row = await readSegmentRow(t, tag);
+  if (!row) throw new IdleaseError('UNKNOWN_TAG', `Tag ${JSON.stringify(tag)} was removed while its failover gap was being set.`);
   return row;
 }
 

@@ -79,6 +79,7 @@ class SegmentAllocatorImpl implements SegmentAllocator {
   private waits = 0;
   private timeouts = 0;
   private regressions = 0;
+  private failoverJumps = 0;
   private currentStep = 0;
   private rowStep: number | undefined;
   private lastLeaseAt: number | undefined;
@@ -148,6 +149,7 @@ class SegmentAllocatorImpl implements SegmentAllocator {
       waits: this.waits,
       timeouts: this.timeouts,
       regressions: this.regressions,
+      failoverJumps: this.failoverJumps,
       served: this.served(),
       currentStep: this.currentStep,
       rowStep: this.rowStep,
@@ -396,6 +398,10 @@ class SegmentAllocatorImpl implements SegmentAllocator {
       );
     }
     if (start <= this.lastEnd) throw await this.regressed(start, end);
+    if (tookFailoverJump(row, start)) {
+      this.failoverJumps++;
+      this.emit({ type: 'failover-jump', tag: this.tag, rowWas: row.maxId, start, end, gap: row.failoverGap! });
+    }
     this.lastEnd = end;
     this.currentStep = step;
     return { start, end };
@@ -534,4 +540,17 @@ class SegmentAllocatorImpl implements SegmentAllocator {
  */
 export function createSegmentAllocator(options: SegmentAllocatorOptions): SegmentAllocator {
   return new SegmentAllocatorImpl(resolveSegmentOptions(options));
+}
+
+/**
+ * Whether the lease that made (start − 1, …] took the row's failover jump (dialects/segments.ts):
+ * a jumped range starts on a multiple of the gap, at least a gap above the row read just before.
+ * Another process's jump in between leaves our range starting at its end, off the multiple while
+ * steps stay below the gap (docs/failover.md asks that of the gap anyway). Counted, never acted on.
+ */
+function tookFailoverJump(row: { maxId: bigint; failoverGap?: bigint }, start: bigint): boolean {
+  const gap = row.failoverGap;
+  if (gap === undefined || gap <= 0n) return false;
+  const from = start - 1n;
+  return from % gap === 0n && from >= row.maxId + gap;
 }

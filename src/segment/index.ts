@@ -12,6 +12,7 @@ export {
   addTag,
   bumpTag,
   listTags,
+  setFailoverGap,
   setStep,
   type AddTagOptions,
   type BumpTagOptions,

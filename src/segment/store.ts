@@ -20,8 +20,12 @@ export type SegmentLeaseResult =
  * own must pass `segmentStoreConformance` (idlease/testing).
  */
 export interface SegmentStore {
-  /** The tag's row (undefined when the tag has no row). */
-  read(tag: string): Promise<{ maxId: bigint; step: number } | undefined>;
+  /**
+   * The tag's row (undefined when the tag has no row). `failoverGap`, when the store fences
+   * failovers in its lease (every built-in store does), lets the allocator tell which of its leases
+   * took the jump; a store without it is never said to jump.
+   */
+  read(tag: string): Promise<{ maxId: bigint; step: number; failoverGap?: bigint } | undefined>;
   /**
    * Atomically add `step` to max_id and answer the new value; on 'leased' the caller owns
    * (end − step, end]. 'full' when max_id + step would pass 2^63−1 (nothing changed).
@@ -30,7 +34,7 @@ export interface SegmentStore {
   /** Lower max_id from `expectedEnd` to `newMax` only if it is still exactly `expectedEnd`. */
   giveBack(tag: string, expectedEnd: bigint, newMax: bigint): Promise<boolean>;
   /** Insert the row if missing (max_id = first ID − 1); false if it already existed. */
-  create(tag: string, maxId: bigint, step: number, description: string): Promise<boolean>;
+  create(tag: string, maxId: bigint, step: number, description: string, failoverGap?: bigint): Promise<boolean>;
 }
 
 export interface SqlSegmentStoreOptions {
@@ -53,7 +57,7 @@ export function sqlSegmentStore(db: SqlExecutor, options: SqlSegmentStoreOptions
   return Object.freeze({
     async read(tag: string) {
       const row = await readSegmentRow(t, tag, timeoutMs);
-      return row && { maxId: row.maxId, step: row.step };
+      return row && { maxId: row.maxId, step: row.step, failoverGap: row.failoverGap };
     },
     async lease(tag: string, step: number): Promise<SegmentLeaseResult> {
       const end = await leaseSegment(t, tag, step, timeoutMs);
@@ -62,8 +66,8 @@ export function sqlSegmentStore(db: SqlExecutor, options: SqlSegmentStoreOptions
       return row ? { kind: 'full', maxId: row.maxId } : { kind: 'unknown' };
     },
     giveBack: (tag: string, expectedEnd: bigint, newMax: bigint) => giveBackSegment(t, tag, expectedEnd, newMax, timeoutMs),
-    create: (tag: string, maxId: bigint, step: number, description: string) =>
-      insertSegmentRow(t, { tag, maxId, step, description }, timeoutMs),
+    create: (tag: string, maxId: bigint, step: number, description: string, failoverGap?: bigint) =>
+      insertSegmentRow(t, { tag, maxId, step, description, ...(failoverGap === undefined ? {} : { failoverGap }) }, timeoutMs),
   });
 }
 

@@ -21,6 +21,11 @@ export interface SegmentStats {
   readonly timeouts: number;
   /** Leases refused because the row went below this allocator's previous lease (failover to a stale replica, restore). */
   readonly regressions: number;
+  /**
+   * Leases of this allocator that were the first on a new database instance (a promoted standby)
+   * and jumped the row by its failover gap before leasing (docs/failover.md).
+   */
+  readonly failoverJumps: number;
   /** IDs handed out by this allocator. */
   readonly served: number;
   /** Size of the last lease. */
@@ -72,6 +77,15 @@ export type SegmentEvent =
       readonly end: bigint;
       readonly previousEnd: bigint;
       readonly raisedTo: bigint;
+    }
+  /** This allocator's lease was the first on a new database instance: the row jumped from `rowWas` past `gap` before (start − 1, end] was leased. */
+  | {
+      readonly type: 'failover-jump';
+      readonly tag: string;
+      readonly rowWas: bigint;
+      readonly start: bigint;
+      readonly end: bigint;
+      readonly gap: bigint;
     }
   | { readonly type: 'give-back'; readonly tag: string; readonly from: bigint; readonly to: bigint; readonly ok: boolean };
 

@@ -95,6 +95,7 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
     lastIssued: s.lastIssued,
     failures: s.health.failures,
     lockConflicts: s.lockConflicts,
+    failoverJumps: s.failoverJumps,
     lastError: s.health.lastError,
   });
 

@@ -4,7 +4,7 @@
  * a reshard's fence followed, every ID checked before it leaves.
  */
 import { isLockConflict } from '../dialects/driver-errors.js';
-import type { TicketScheme } from '../dialects/tickets.js';
+import { needsFailoverFence, type TicketScheme } from '../dialects/tickets.js';
 import { IdleaseError, isIdleaseError } from '../errors.js';
 import type { Clock } from '../runtime/clock.js';
 import { within } from '../runtime/deadline.js';
@@ -46,6 +46,8 @@ export class TicketServer {
   configError: IdleaseError | undefined;
   served = 0;
   lockConflicts = 0;
+  /** Failovers this allocator fenced on this server (its counter jumped by the failover gap). */
+  failoverJumps = 0;
   lastIssued: bigint | undefined;
   private readonly configuredOffset: number;
   /** The open scheme draws run under; undefined until read (again, after a failure or a fence). */
@@ -97,6 +99,12 @@ export class TicketServer {
         this.configError = withServerName(err, this.name, { offset: this.configuredOffset, increment });
       throw err;
     }
+    if (needsFailoverFence(scheme) && this.source.fenceFailover) {
+      // A new instance (a promoted replica, a restore): its counter may be behind tickets the old
+      // primary issued. Draws there are refused by the statement itself until the counter jumps.
+      if (await this.bounded(this.source.fenceFailover(), statementTimeoutMs)) this.failoverJumps++;
+      scheme = await this.bounded(this.source.readScheme(), statementTimeoutMs);
+    }
     if (!scheme.open) throw new Error(`${this.name}: a reshard is in progress (scheme closed); retrying`);
     if (!this.verified && (scheme.increment !== increment || scheme.offset !== this.configuredOffset)) {
       this.configError = new IdleaseError(
@@ -133,9 +141,10 @@ export class TicketServer {
         const scheme = this.scheme ?? (await this.init());
         const id = await this.bounded(this.source.draw(scheme), Math.max(1, Math.min(statementTimeoutMs, deadline - clock.monoMs())));
         if (id !== undefined) return this.accept(scheme, id);
-        // Fenced by a reshard: follow the new scheme if it is open already.
+        // Fenced by a reshard, or on a new instance (a failover): follow the new scheme, or fence
+        // the failover, when the scheme is read again.
         this.scheme = undefined;
-        if (++refenced > 3) throw new Error(`${this.name}: resharded while drawing; retrying`);
+        if (++refenced > 3) throw new Error(`${this.name}: resharded or failed over while drawing; retrying`);
       } catch (err) {
         if (!isLockConflict(err)) {
           this.markDown(err);

@@ -23,6 +23,12 @@ export interface TicketSource {
   facts(): Promise<ServerFacts>;
   /** A cheap liveness check: resolves when the server answers. */
   probe(): Promise<void>;
+  /**
+   * After a failover (the scheme's instance is not the one the read ran on): move the counter past
+   * the failover gap and mark the instance, once, whoever comes first. True when this call jumped.
+   * A source without it never reports an instance (in-memory sources).
+   */
+  fenceFailover?(): Promise<boolean>;
   /** Server settings that would break the pair (Galera's auto-increment control): BAD_CONFIG naming the fix. */
   checkServer?(name: string): Promise<void>;
   close(): Promise<void>;

@@ -4,6 +4,7 @@
  * idlease's own (drivers/mysql-sessions.ts), each carrying the server's pair.
  */
 import {
+  fenceFailover,
   galeraPairProblem,
   pingTicketServer,
   readScheme,
@@ -34,6 +35,7 @@ export function postgresTicketSource(db: SqlExecutor, ref: TicketRef): TicketSou
   return Object.freeze({
     draw: (scheme: TicketScheme) => draw(db, scheme.generation),
     readScheme: () => readScheme(db, ref),
+    fenceFailover: () => fenceFailover(db, ref),
     async facts() {
       const scheme = await readScheme(db, ref);
       return { scheme, ...(await ticketCounterFacts(db, ref)) };
@@ -91,6 +93,7 @@ export function mysqlTicketSource(settings: () => Promise<Record<string, unknown
       return onSession(scheme, (session) => draw(session, scheme.generation));
     },
     readScheme: () => onSession(current, (session) => readScheme(session, ref)),
+    fenceFailover: () => onSession(current, (session) => fenceFailover(session, ref)),
     facts: () =>
       onSession(current, async (session) => {
         const scheme = await readScheme(session, ref);

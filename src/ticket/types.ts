@@ -82,6 +82,8 @@ export interface TicketStats {
     readonly served: number;
     readonly failures: number;
     readonly lockConflicts: number;
+    /** Failovers this allocator fenced on the server: the first draw on a new instance jumped its counter. */
+    readonly failoverJumps: number;
     readonly lastIssued: bigint | undefined;
     readonly lastError: string | undefined;
     /** Epoch ms of the last failure on this server. */
@@ -99,6 +101,7 @@ export interface TicketServerStatus {
   readonly failures: number;
   /** Deadlocks / lock-wait timeouts met and retried (never shown to callers). */
   readonly lockConflicts: number;
+  readonly failoverJumps: number;
   readonly lastError: string | undefined;
   /** Read from the server now (undefined when it did not answer). */
   readonly server: ServerFacts | undefined;

@@ -19,7 +19,7 @@ import { migrate } from '../../src/migrations/migrate.js';
 import { addTag } from '../../src/segment/index.js';
 import { createTicketAllocator, type TicketEvent } from '../../src/ticket/index.js';
 import { isIdleaseError } from '../../src/errors.js';
-import { instanceExpression } from '../../src/dialects/workers.js';
+import { instanceExpression } from '../../src/dialects/instance.js';
 import { createKnexWorkerIdStore, newHolder } from '../../src/snowflake/worker-store.js';
 import { startGalera, type GaleraCluster } from '../helpers/galera.js';
 import { markHaWorkers, startHaWorker, stopHaWorkers, tally, type HaWorker, type HaWorkerResult } from '../helpers/ha-workers.js';
