@@ -9,8 +9,9 @@
  * through HAProxy; the leader's walsenders are paused 3 s so the replicas fall behind (what an
  * asynchronous cluster under load does); then the leader node crashes (Patroni, postmaster and
  * backends SIGKILLed) or `patronictl switchover` runs. The moment HAProxy routes a write to the new
- * leader, three fresh segment processes and two fresh snowflake processes start there. Every ID
- * is recorded and counted: zero duplicates, every process's IDs increasing, every failed call a
+ * leader, three fresh segment processes and two fresh snowflake processes start there. Two Redis
+ * sequence processes (node-redis and ioredis, one private redis-server) lease their windows from
+ * the same database through HAProxy all along. Every ID is recorded and counted: zero duplicates, every process's IDs increasing, every failed call a
  * typed, retryable error.
  */
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
@@ -23,6 +24,8 @@ import { addTag } from '../../src/segment/index.js';
 import { REPO_ROOT } from '../helpers/cli.js';
 import { markHaWorkers, startHaProcess, startHaWorker, stopHaWorkers, tally, type HaWorker } from '../helpers/ha-workers.js';
 import { startPatroniCluster, type PatroniCluster } from '../helpers/patroni.js';
+import { startRedis, type RedisServer } from '../helpers/redis.js';
+import { startRedisWorker, summaryOf } from '../helpers/redis-workers.js';
 import type { SnowflakeHaResult } from '../helpers/snowflake-failover-scenario.js';
 import { summary } from '../helpers/failover-scenario.js';
 
@@ -30,17 +33,20 @@ const SNOWFLAKE_WORKER = path.join(REPO_ROOT, 'test/ha/snowflake-ha-worker.ts');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 let cluster: PatroniCluster | undefined;
+let redis: RedisServer | undefined;
 afterEach(async () => {
   const c = cluster;
   cluster = undefined;
   if (!c) return;
   try {
-    for (const d of ['segment', 'snowflake-old', 'snowflake-fresh'])
+    for (const d of ['segment', 'snowflake-old', 'snowflake-fresh', 'redis'])
       if (existsSync(path.join(c.dir, d))) stopHaWorkers(path.join(c.dir, d));
     writeFileSync(path.join(c.dir, 'go'), ''); // fresh workers still waiting to start
     await sleep(500); // the workers see their stop file and close their connections
   } finally {
     await c.stop();
+    await redis?.destroy();
+    redis = undefined;
   }
 });
 
@@ -53,7 +59,23 @@ async function runPatroniFailover(c: PatroniCluster, event: Event) {
   const knex = connect(c.url(), { poolMax: 1 });
   await migrate(knex, { workers: true });
   await addTag(knex, { tag: 'order', step: 100 });
+  await addTag(knex, { tag: 'redis-seq', step: 50 });
   await knex.destroy();
+  redis = await startRedis('none');
+  const redisDir = path.join(c.dir, 'redis');
+  mkdirSync(redisDir);
+  // Redis sequences issue inside windows leased from the same segment rows, through HAProxy.
+  const redisWorkers = (['node-redis', 'ioredis'] as const).map((client, i) =>
+    startRedisWorker(`redis${i}`, redisDir, {
+      dbUrl: c.url(),
+      redisPort: redis!.port,
+      tag: 'redis-seq',
+      client,
+      count: 10_000_000,
+      stopFile: path.join(redisDir, 'stop'),
+      pauseMs: 1,
+    }),
+  );
   const segDir = path.join(c.dir, 'segment');
   const oldSnowDir = path.join(c.dir, 'snowflake-old');
   const freshSnowDir = path.join(c.dir, 'snowflake-fresh');
@@ -117,18 +139,22 @@ async function runPatroniFailover(c: PatroniCluster, event: Event) {
   await sleep(6_000);
   stopHaWorkers(oldSnowDir); // first, so that a fresh one cannot take an id an old one gives back on its way out
   const oldSnowResults = await Promise.all(oldSnow.map((w) => w.done));
+  stopHaWorkers(redisDir);
+  const redisResults = await Promise.all(redisWorkers.map(async (w) => ({ name: w.name, file: w.out, ...(await summaryOf(w)) })));
   stopHaWorkers(freshSnowDir);
   stopHaWorkers(segDir);
   const segResults = await Promise.all([...oldSegments, ...freshSegments].map((w) => w.done));
   const snowResults = [...oldSnowResults, ...(await Promise.all(freshSnow.map((w) => w.done)))];
   mark('stopped');
-  return { segResults, snowResults, failoverMs, timeline, from: leader.name, to: newLeader.name };
+  return { segResults, snowResults, redisResults, failoverMs, timeline, from: leader.name, to: newLeader.name };
 }
 
 function expectSafe(label: string, run: Awaited<ReturnType<typeof runPatroniFailover>>): void {
-  const { segResults, snowResults, failoverMs, timeline } = run;
+  const { segResults, snowResults, redisResults, failoverMs, timeline } = run;
   const seg = tally(segResults);
   const snow = tally(snowResults);
+  const red = tally(redisResults);
+  const redisWhy = redisResults.map((r) => `${r.name}: ${r.done} ids, ${r.windows} windows, errors ${JSON.stringify(r.errors)}`).join('\n');
   const snowWhy = snowResults
     .map(
       (r) =>
@@ -136,9 +162,9 @@ function expectSafe(label: string, run: Awaited<ReturnType<typeof runPatroniFail
     )
     .join('\n');
   const snowLog = snowResults.map((r) => `${r.name}: ${r.leaseErrors} lease errors; ${r.log.join(' | ')}`).join('\n');
-  const why = `${summary(segResults)}\n${segResults.map((r) => `${r.name} causes ${JSON.stringify(r.causes)} lease errors ${JSON.stringify(r.leaseErrors)} after failover ${r.ids - (r.idsAtMark ?? 0)}`).join('\n')}\n${snowWhy}\n${snowLog}\ntimeline ${JSON.stringify(timeline)}`;
+  const why = `${summary(segResults)}\n${segResults.map((r) => `${r.name} causes ${JSON.stringify(r.causes)} lease errors ${JSON.stringify(r.leaseErrors)} after failover ${r.ids - (r.idsAtMark ?? 0)}`).join('\n')}\n${snowWhy}\n${snowLog}\n${redisWhy}\ntimeline ${JSON.stringify(timeline)}`;
   console.log(
-    `Patroni ${label} (${run.from} → ${run.to}): write through HAProxy ${failoverMs} ms after the event; segments ${seg.total} IDs, ${seg.duplicates} duplicates; snowflake ${snow.total} IDs, ${snow.duplicates} duplicates\n${why}`,
+    `Patroni ${label} (${run.from} → ${run.to}): write through HAProxy ${failoverMs} ms after the event; segments ${seg.total} IDs, ${seg.duplicates} duplicates, ${segResults.reduce((n, r) => n + r.failoverJumps, 0)} failover jump(s); snowflake ${snow.total} IDs, ${snow.duplicates} duplicates; Redis sequence ${red.total} IDs, ${red.duplicates} duplicates\n${why}`,
   );
   const retryable = (codes: Record<string, number>) =>
     Object.keys(codes).every((code) => ERROR_CATEGORIES[code as IdleaseErrorCode] === 'unavailable');
@@ -160,6 +186,18 @@ function expectSafe(label: string, run: Awaited<ReturnType<typeof runPatroniFail
     why,
   ).toBe(true);
   expect(seg.total, why).toBeGreaterThan(10_000);
+  // The Redis sequences (a worker exits, failing the run, on anything but REDIS_/DB_UNAVAILABLE, e.g. a refused window).
+  expect(red.duplicates, why).toBe(0);
+  expect(red.notIncreasing, why).toEqual([]);
+  expect(
+    redisResults.every((r) => r.done > 0),
+    why,
+  ).toBe(true);
+  // One failover, one new instance: the tag's row jumped at most once (a planned switchover costs one gap, not more).
+  expect(
+    segResults.reduce((n, r) => n + r.failoverJumps, 0),
+    why,
+  ).toBeLessThanOrEqual(1);
 }
 
 describe('Patroni + etcd + HAProxy: no bump, no callback (issue 31)', () => {

@@ -60,7 +60,7 @@ async function topology(synchronous: boolean): Promise<FailoverTopology> {
 
 describe('segment allocators through a PostgreSQL failover (HA)', () => {
   it('synchronous replication: zero duplicates, every failed call a typed error, fresh and old processes both serve after the failover', async () => {
-    const { results } = await runFailover(await topology(true), { bump: false });
+    const { results } = await runFailover(await topology(true));
     const { total, duplicates, notIncreasing } = tally(results);
     const why = summary(results);
     expect(duplicates, why).toBe(0);
@@ -81,12 +81,12 @@ describe('segment allocators through a PostgreSQL failover (HA)', () => {
   }, 120_000);
 
   it('asynchronous replication, no bump: zero duplicates (the first lease on the promoted standby jumps by the failover gap)', async () => {
-    const { results } = await runFailover(await topology(false), { bump: false });
+    const { results } = await runFailover(await topology(false));
     expectNoDuplicates('PostgreSQL async failover, no bump', results);
   }, 120_000);
 
   it('asynchronous replication, the switch moved at once, fresh processes leasing first and old ones holding seconds of IDs, no bump: zero duplicates', async () => {
-    const { results } = await runFailover(await topology(false), { bump: false, immediate: true });
+    const { results } = await runFailover(await topology(false), { immediate: true });
     expectNoDuplicates('PostgreSQL async failover, immediate switch, no bump', results);
   }, 120_000);
 });

@@ -2,7 +2,7 @@
  * One HA "process": takes IDs for a tag until a stop file appears, appends them (int64,
  * little endian) to a file, and keeps going through failures, counting each error by code.
  * Prints one JSON line at the end: { ids, errors: { CODE: n }, causes: { errno: n }, leaseErrors:
- * { errno: n }, untyped, maxFailMs, regressions, leases, idsAtMark }. `causes` counts the database errno
+ * { errno: n }, untyped, maxFailMs, regressions, leases, failoverJumps, idsAtMark }. `causes` counts the database errno
  * behind failed calls, `maxFailMs` is the longest a failed call took, `leaseErrors` the errno of every failed lease attempt (retried in the
  * background), `idsAtMark` the IDs drawn when the optional mark file first appeared.
  *
@@ -91,8 +91,10 @@ for (let round = 0; !(round % 64 === 0 && existsSync(cfg.stopFile)); round++) {
 }
 flush();
 closeSync(fd);
-const { regressions, leases } = alloc.stats();
+const { regressions, leases, failoverJumps } = alloc.stats();
 await alloc.close().catch(() => undefined);
 await knex.destroy().catch(() => undefined);
-process.stdout.write(JSON.stringify({ ids, errors, causes, leaseErrors, untyped, maxFailMs, regressions, leases, idsAtMark }) + '\n');
+process.stdout.write(
+  JSON.stringify({ ids, errors, causes, leaseErrors, untyped, maxFailMs, regressions, leases, failoverJumps, idsAtMark }) + '\n',
+);
 process.exit(0);

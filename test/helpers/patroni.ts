@@ -385,16 +385,20 @@ export async function startPatroniCluster(options: { nodes?: number; synchronous
         s.on('end', () => resolve(out));
         s.on('error', reject);
       });
-      return csv
-        .split('\n')
-        .map((line) => line.split(','))
-        .filter((f) => f[0] === 'primary' && f[1] !== 'FRONTEND' && f[1] !== 'BACKEND' && f[17] === 'UP')
-        .map((f) => f[1]!);
+      return (
+        csv
+          .split('\n')
+          .map((line) => line.split(','))
+          // 'UP 1/2' (failed one check, going down) still takes connections: routable too.
+          .filter((f) => f[0] === 'primary' && f[1] !== 'FRONTEND' && f[1] !== 'BACKEND' && f[17]?.startsWith('UP'))
+          .map((f) => f[1]!)
+      );
     };
     const waitForWriteThroughProxy: PatroniCluster['waitForWriteThroughProxy'] = async (node, timeoutMs = 60_000) => {
       const deadline = Date.now() + timeoutMs;
       for (;;) {
-        // Only `node` marked UP (HAProxy starts every server UP until its first checks), and a write through it.
+        // Only `node` routable (HAProxy starts every server UP, and a server failing its checks stays
+        // routable until `fall` of them failed), and a write through HAProxy landed on it.
         const up = await proxyUp().catch(() => []);
         if (up.length === 1 && up[0] === node.name) {
           const rows = await query<{ port: number }>(haproxyPort, 'SELECT inet_server_port() AS port, txid_current()').catch(() => []);
