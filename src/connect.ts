@@ -72,12 +72,14 @@ export function knexConfig(url?: string, options: ConnectOptions = {}): Knex.Con
 
 /**
  * knex logs to stdout, which would corrupt `--json` output; and its "can't take lock"
- * warnings are noise here, because migrate() waits for the lock itself.
+ * warnings are noise here, because migrate() waits for the lock itself. Its "Connection Error"
+ * lines come with every failover and restart (a pooled connection found dead or retired): the
+ * allocators report those themselves, typed, through their events and errors.
  */
 export function knexLog(write: (line: string) => void): Knex.Config['log'] {
   return {
     warn(message: unknown) {
-      if (/Can't take lock|release the lock manually/.test(String(message))) return;
+      if (/Can't take lock|release the lock manually|^Connection Error/.test(String(message))) return;
       write(`knex: ${String(message)}`);
     },
     error(message: unknown) {

@@ -11,11 +11,12 @@ import type { SqlExecutor } from './sql.js';
  * fix it until someone does), a refused or dropped connection is the database being away.
  * Read from the one classifier (driver-errors.ts): allocators' events, the CLI and admin calls use it.
  */
-export type ConnectionProblem = 'access-denied' | 'unknown-database' | 'unknown-host' | 'unreachable';
+export type ConnectionProblem = 'access-denied' | 'unknown-database' | 'unknown-host' | 'unreachable' | 'not-primary';
 
 export function connectionProblem(err: unknown): ConnectionProblem | undefined {
   const kind = classifyDriverError(err);
   if (kind === 'transport') return 'unreachable';
+  if (kind === 'read-only') return 'not-primary';
   return kind === 'access-denied' || kind === 'unknown-database' || kind === 'unknown-host' ? kind : undefined;
 }
 
@@ -30,6 +31,8 @@ export function describeConnectionProblem(problem: ConnectionProblem): string {
       return 'unknown host: check the host name in the connection URL';
     case 'unreachable':
       return 'the database is unreachable: check that it is running and reachable';
+    case 'not-primary':
+      return 'the server is read-only (a standby, or a primary being demoted): during a failover this passes once the router points at the new primary; otherwise point the URL at the primary';
   }
 }
 
@@ -52,6 +55,15 @@ export function typedConnectionError(err: unknown, target = 'the database'): unk
   const driver = (err as Error)?.message ?? String(err);
   if (isConfigProblem(problem)) {
     return new IdleaseError('BAD_CONFIG', `cannot use ${target}: ${describeConnectionProblem(problem)} (${driver}).`, { cause: err });
+  }
+  if (problem === 'not-primary') {
+    return new IdleaseError(
+      'DB_UNAVAILABLE',
+      `${target} cannot take writes now (${driver}): ${describeConnectionProblem(problem)}; then retry.`,
+      {
+        cause: err,
+      },
+    );
   }
   return new IdleaseError('DB_UNAVAILABLE', `cannot reach ${target} (${driver}): check that it is running and reachable, then retry.`, {
     cause: err,

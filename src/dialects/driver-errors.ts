@@ -16,7 +16,13 @@ export type DriverErrorKind =
   /** The resolver's definite "no such name" (NXDOMAIN). */
   | 'unknown-host'
   /** The connection could not be made or was lost: the server is away, or the network. */
-  | 'transport';
+  | 'transport'
+  /**
+   * The server answered but is not the primary: a hot standby, a server in recovery, or one set
+   * read-only (a demoted primary, a replica a router or a stale DNS name still points at). Retried:
+   * during a failover the router moves on; the connection that landed there is not reused.
+   */
+  | 'read-only';
 
 const CONFLICT_CODES = new Set(['40P01', '40001']);
 const CONFLICT_ERRNOS = new Set([1213]);
@@ -33,6 +39,13 @@ const ACCESS_DENIED = new Set(['ER_ACCESS_DENIED_ERROR', 'ER_DBACCESS_DENIED_ERR
 const UNKNOWN_DATABASE = new Set(['ER_BAD_DB_ERROR', '3D000']);
 // EAI_AGAIN, a resolver that did not answer, is the network being away, not a wrong name.
 const UNKNOWN_HOST = new Set(['ENOTFOUND']);
+// 25006 read_only_sql_transaction (a write on a hot standby); 1290 ER_OPTION_PREVENTS_STATEMENT
+// (--read-only), 1836 ER_READ_ONLY_MODE, 1792 ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION.
+const READ_ONLY_CODES = new Set(['25006', 'ER_OPTION_PREVENTS_STATEMENT', 'ER_READ_ONLY_MODE', 'ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION']);
+const READ_ONLY_ERRNOS = new Set([1290, 1836, 1792]);
+// 55000 is broad (object_not_in_prerequisite_state): only its "recovery is in progress" (a WAL
+// function such as the instance check, run on a standby) means the same.
+const IN_RECOVERY = /recovery is in progress/i;
 const TRANSPORT = new Set([
   'ECONNREFUSED',
   'ECONNRESET',
@@ -60,6 +73,8 @@ export function classifyDriverError(err: unknown): DriverErrorKind | undefined {
   if ((code !== undefined && UNKNOWN_DATABASE.has(code)) || errno === 1049) return 'unknown-database';
   if (code !== undefined && UNKNOWN_HOST.has(code)) return 'unknown-host';
   if (code !== undefined && TRANSPORT.has(code)) return 'transport';
+  if ((code !== undefined && READ_ONLY_CODES.has(code)) || (errno !== undefined && READ_ONLY_ERRNOS.has(errno))) return 'read-only';
+  if (code === '55000' && IN_RECOVERY.test(String(e.message))) return 'read-only';
   // Narrow on purpose: a bare "does not exist" also matches PostgreSQL's unknown database
   // (3D000, caught above), which is a connection problem, not a migration to run.
   if (MISSING_TEXT.test(String(e.message))) return 'missing-relation';
@@ -82,3 +97,6 @@ export const isMissingTable = (err: unknown): boolean => classifyDriverError(err
 export function isTransportError(err: unknown): boolean {
   return classifyDriverError(err) === 'transport' || (err as { fatal?: unknown } | null)?.fatal === true;
 }
+
+/** The server is not the primary (a standby, a demoted or read-only server): the connection goes, the call is retried. */
+export const isReadOnlyServer = (err: unknown): boolean => classifyDriverError(err) === 'read-only';

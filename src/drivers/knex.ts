@@ -1,6 +1,7 @@
 import { IdleaseError } from '../errors.js';
 import type { Flavor } from '../dialects/detect.js';
 import type { SqlExecutor, SqlResult } from '../dialects/sql.js';
+import { isReadOnlyServer } from '../dialects/driver-errors.js';
 
 /**
  * What idlease uses of a Knex instance or transaction, by shape: outside the migration code
@@ -33,7 +34,13 @@ function on(knex: KnexLike, flavor: Flavor, inTransaction: boolean): SqlExecutor
   const self: SqlExecutor = Object.freeze({
     flavor,
     async run(text: string, values: readonly (string | number)[]): Promise<SqlResult> {
-      const res: unknown = await knex.raw(text, values);
+      let res: unknown;
+      try {
+        res = await knex.raw(text, values);
+      } catch (err) {
+        if (isReadOnlyServer(err) && !inTransaction) retireIdleConnections(knex, err);
+        throw err;
+      }
       if (flavor === 'mysql') {
         const first = (res as [unknown])[0];
         if (Array.isArray(first)) return { rows: first.map((r: object) => Object.values(r)), affected: 0 };
@@ -49,6 +56,19 @@ function on(knex: KnexLike, flavor: Flavor, inTransaction: boolean): SqlExecutor
     },
   });
   return self;
+}
+
+/**
+ * A statement met a server that is not the primary (a demoted primary, a standby behind a stale
+ * route): the idle connections of the pool, the one that just failed among them, were opened to it
+ * too. knex destroys a connection marked disposed when it next lends it, so the retry reconnects
+ * through the router instead of landing on the same server again. Pools of other shapes are left alone.
+ */
+function retireIdleConnections(knex: KnexLike, err: unknown): void {
+  const pool = (knex.client as { pool?: { free?: Array<{ resource?: Record<string, unknown> }> } }).pool;
+  for (const slot of pool?.free ?? []) {
+    if (slot.resource && typeof slot.resource === 'object') slot.resource.__knex__disposed = err;
+  }
 }
 
 /**

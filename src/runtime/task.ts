@@ -38,6 +38,8 @@ export class BackgroundTask {
   private stopping = false;
   private done: Promise<void> = Promise.resolve();
   private sleeping: WakeableSleep | undefined;
+  /** The current sleep is a backoff after a failure (or BACK_OFF): wake() leaves it alone. */
+  private backingOff = false;
 
   constructor(options: BackgroundTaskOptions) {
     this.options = options;
@@ -64,9 +66,14 @@ export class BackgroundTask {
     this.done = this.loop(afterMs);
   }
 
-  /** Run the next round now if the task is sleeping. A wake() during a round is not kept: that round's result decides the next pause. */
+  /**
+   * Run the next round now if the task is sleeping its planned pause. A backoff after a failure
+   * is not cut short: callers wake the task when they need it (every next() of a fenced snowflake
+   * holder does), and waking a failing round each time would retry at their rate, not the
+   * backoff's. A wake() during a round is not kept: that round's result decides the next pause.
+   */
   wake(): void {
-    this.sleeping?.wake();
+    if (!this.backingOff) this.sleeping?.wake();
   }
 
   /**
@@ -88,6 +95,7 @@ export class BackgroundTask {
       if (afterMs > 0) await this.sleep(afterMs);
       while (!this.stopping && (wanted?.() ?? true)) {
         let pause: number;
+        let backingOff = true;
         try {
           const r = await step();
           if (r === BACK_OFF) {
@@ -95,13 +103,21 @@ export class BackgroundTask {
           } else {
             attempt = 0;
             pause = r;
+            backingOff = false;
           }
         } catch (err) {
           if (this.stopping) return;
           pause = backoffMs(attempt++, backoff.minMs, backoff.maxMs);
           if (failed?.(err, attempt, pause) === false) return;
         }
-        if (pause > 0 && !this.stopping) await this.sleep(pause);
+        if (pause > 0 && !this.stopping) {
+          this.backingOff = backingOff;
+          try {
+            await this.sleep(pause);
+          } finally {
+            this.backingOff = false;
+          }
+        }
       }
     } finally {
       this.active = false;

@@ -30,7 +30,14 @@ describe.each(['mysql', 'postgres'] as const)('down migrations keep what guards 
     await migrate(db.knex, all);
     await addTag(db.knex, { tag: 'fresh' }); // max_id 0: nothing handed out yet
     const res = await migrate(db.knex, { ...all, direction: 'down' });
-    expect(res.applied).toEqual(['workers:idlease_workers:v2', 'workers:idlease_workers', 'tickets:default', 'segments:idlease_segments']);
+    expect(res.applied).toEqual([
+      'workers:idlease_workers:v2',
+      'workers:idlease_workers',
+      'tickets:default:v2',
+      'tickets:default',
+      'segments:idlease_segments:v2',
+      'segments:idlease_segments',
+    ]);
     expect(await has('idlease_segments')).toBe(false);
   });
 
@@ -61,7 +68,7 @@ describe.each(['mysql', 'postgres'] as const)('down migrations keep what guards 
     expect(err).toMatchObject({ code: 'MIGRATION_FAILED' });
     expect((err as Error).message).toContain(`issued tickets up to ${id}`);
     const res = await migrate(db.knex, { segments: false, tickets: true, direction: 'down', dropState: true });
-    expect(res.applied).toEqual(['tickets:default']);
+    expect(res.applied).toEqual(['tickets:default:v2', 'tickets:default']);
   });
 
   it('a live worker lease: refused naming the holder; after the holder closes it drops', async () => {

@@ -259,7 +259,7 @@ console.log(JSON.stringify({
     const r = await ok(process.execPath, ['build/app.js'], app);
     expect(JSON.parse(r.stdout)).toEqual({
       ids: ['1', '2', '3'],
-      applied: ['segments:idlease_segments'],
+      applied: ['segments:idlease_segments', 'segments:idlease_segments:v2'],
       next: 'bigint',
       store: 'undefined',
       decode: 'function',

@@ -107,6 +107,35 @@ describe('BackgroundTask on a fake clock', () => {
     );
   });
 
+  it('property: wake() never cuts a backoff short, however often it is called (no retry storm)', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.integer({ min: 1, max: 200 }), async (wakes) => {
+        const clock = createFakeClock(0);
+        let runs = 0;
+        const task = new BackgroundTask({
+          step: async () => {
+            runs++;
+            throw new Error('renewal refused');
+          },
+          backoff: { minMs: 1000, maxMs: 1000 },
+          clock,
+        });
+        task.start();
+        await clock.advance(0);
+        // A caller per millisecond waking the task (every next() of a fenced snowflake holder does).
+        for (let i = 0; i < wakes; i++) {
+          task.wake();
+          await clock.advance(1);
+        }
+        const within = runs;
+        await task.stop(10);
+        // Backoff of ≥ 500 ms (jitter) from the first failure: at most one more round in 200 ms.
+        expect(within).toBeLessThanOrEqual(2);
+      }),
+      { numRuns: 30 },
+    );
+  });
+
   it('property: stop() resolves within its bound whatever the step does, and no step starts after it', async () => {
     type Behaviour = 'hang' | 'fail' | 'quick' | 'slow';
     await fc.assert(

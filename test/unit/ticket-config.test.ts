@@ -100,7 +100,14 @@ describe('backoffMs', () => {
 describe('resolveTicketsOptions', () => {
   it('defaults and validation', () => {
     expect(resolveTicketsOptions(undefined)).toBeUndefined();
-    expect(resolveTicketsOptions(true)).toEqual({ sequences: ['default'], engine: 'InnoDB', increment: 1, offset: 1, pairGiven: false });
+    expect(resolveTicketsOptions(true)).toEqual({
+      sequences: ['default'],
+      engine: 'InnoDB',
+      increment: 1,
+      offset: 1,
+      pairGiven: false,
+      failoverGap: 10_000_000_000n,
+    });
     expect(resolveTicketsOptions({ offset: 1 })).toMatchObject({ increment: 1, offset: 1, pairGiven: true });
     expect(code(() => resolveTicketsOptions({ engine: 'Aria' as 'InnoDB' }))).toBe('BAD_CONFIG');
     expect(code(() => resolveTicketsOptions({ increment: 2, offset: 3 }))).toBe('BAD_CONFIG');
