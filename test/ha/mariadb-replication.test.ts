@@ -166,12 +166,12 @@ async function runTicketFailover(t: FailoverTopology) {
   const start = (name: string) =>
     startHaProcess<{ ids: number; errors: Record<string, number>; untyped: number }>(TICKET_WORKER, name, t.dir, {
       urls: [t.url(t.vip.port)],
-      callers: 2,
+      callers: 4,
       statementTimeoutMs: 1_000,
       timeoutMs: 3_000,
       backoffMaxMs: 500,
     });
-  const old = [start('old0'), start('old1')];
+  const old = [start('old0'), start('old1'), start('old2')];
   await sleep(3_000);
   await t.stopStandby();
   await sleep(3_000);
