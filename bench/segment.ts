@@ -280,16 +280,58 @@ async function leaseLatency(store: SegmentStore, tag: string): Promise<{ p50: nu
   return { p50: ms[Math.floor(LEASES * 0.5)]!, p99: ms[Math.floor(LEASES * 0.99)]! };
 }
 
+/**
+ * The failover fence's cost: the fenced lease (the store's statement, which reads the instance and
+ * compares it with the row's) against 0.2's unfenced statement on the same knex, table and row, in
+ * alternating blocks so that drift on a shared machine falls on both. The baseline text is 0.2's
+ * lease as it was, kept here only as the thing to measure against.
+ */
+async function fenceCost(flavor: 'postgres' | 'mysql', knex: Knex): Promise<string[]> {
+  const tag = 'bench_fence';
+  await addTag(knex, { tag, step: 1000 });
+  const store = createKnexSegmentStore(knex);
+  const table = flavor === 'mysql' ? '`idlease_segments`' : '"idlease"."idlease_segments"';
+  const limit = '9223372036854775807';
+  const unfenced =
+    flavor === 'mysql'
+      ? `UPDATE ${table} SET max_id = LAST_INSERT_ID(max_id + ?) WHERE tag = ? AND max_id <= ${limit} - ?`
+      : `UPDATE ${table} SET max_id = max_id + ?, updated_at = now() WHERE tag = ? AND max_id <= ${limit} - ? RETURNING max_id::text AS max_id`;
+  const fenced: number[] = [];
+  const plain: number[] = [];
+  await store.lease(tag, 1000); // marks the row on this instance: the timed leases never jump
+  for (let block = 0; block < 20; block++) {
+    for (const [out, run] of [
+      [fenced, () => store.lease(tag, 1000)],
+      [plain, () => knex.raw(unfenced, [1000, tag, 1000])],
+    ] as const) {
+      for (let i = 0; i < LEASES / 20; i++) {
+        const t = performance.now();
+        await run();
+        out.push(performance.now() - t);
+      }
+    }
+  }
+  const q = (a: number[], p: number) => [...a].sort((x, y) => x - y)[Math.floor(a.length * p)]!;
+  return [
+    `${flavor === 'mysql' ? 'MariaDB' : 'PostgreSQL'}, knex`,
+    `${q(fenced, 0.5).toFixed(3)} / ${q(fenced, 0.99).toFixed(2)} ms`,
+    `${q(plain, 0.5).toFixed(3)} / ${q(plain, 0.99).toFixed(2)} ms`,
+    `**${(q(fenced, 0.5) / q(plain, 0.5)).toFixed(2)}× / ${(q(fenced, 0.99) / q(plain, 0.99)).toFixed(2)}×**`,
+  ];
+}
+
 async function storesSideBySide(): Promise<void> {
   const servers = [
     ['postgres', process.env.IDLEASE_BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test'],
     ['mysql', process.env.IDLEASE_BENCH_MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test'],
   ] as const;
   const rows: string[][] = [];
+  const fence: string[][] = [];
   for (const [flavor, serverUrl] of servers) {
     const db = await privateDb(serverUrl);
     const stores = storesOn(flavor, db.url, db.knex);
     try {
+      fence.push(await fenceCost(flavor, db.knex));
       for (const s of stores) {
         const tag = `bench_${s.name.replace(/\W+/g, '_')}`;
         await addTag(db.knex, { tag, step: 1000 });
@@ -322,4 +364,10 @@ async function storesSideBySide(): Promise<void> {
   console.log('| store | `await next()` IDs/s | bare async counter | ratio | lease p50 / p99 |');
   console.log('|---|---|---|---|---|');
   for (const r of rows) console.log(`| ${r.join(' | ')} |`);
+  console.log(
+    `\nthe failover fence in the lease: ${LEASES.toLocaleString('en')} leases of 1,000 each way, alternating blocks of ${LEASES / 20}, same knex, table and row\n`,
+  );
+  console.log('| server | fenced lease p50 / p99 | 0.2 unfenced lease p50 / p99 | ratio p50 / p99 |');
+  console.log('|---|---|---|---|');
+  for (const r of fence) console.log(`| ${r.join(' | ')} |`);
 }

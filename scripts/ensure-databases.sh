@@ -91,6 +91,7 @@ ensure_tools() {
   command -v nft >/dev/null || missing+=(nftables)
   command -v cc >/dev/null || missing+=(gcc)
   [ -e /usr/include/stdlib.h ] || missing+=(libc6-dev)
+  command -v openssl >/dev/null || missing+=(openssl) # the TLS tests make their certificates (test/helpers/tls.ts)
   local ha=()
   command -v etcd >/dev/null || ha+=(etcd-server)
   command -v patroni >/dev/null || ha+=(patroni)
@@ -106,7 +107,7 @@ ensure_tools() {
     apt_install --no-install-recommends prometheus
     if command -v systemctl >/dev/null; then sudo_ systemctl disable --now prometheus >/dev/null 2>&1 || true; fi
   fi
-  say "tools: pgbouncer, galera-4, rsync, faketime, redis-server, promtool, ip, nft, cc, etcd, patroni, haproxy present"
+  say "tools: pgbouncer, galera-4, rsync, faketime, redis-server, promtool, ip, nft, cc, openssl, etcd, patroni, haproxy present"
 }
 
 ensure_mariadb

@@ -1,4 +1,5 @@
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import type { Knex } from 'knex';
@@ -50,6 +51,10 @@ export const DEFAULT_KEEPALIVE_MS = 10_000;
  *
  * URLs: mysql://user:pass@host:port/db, mariadb://…, postgres://… or postgresql://…,
  * pglite:<dir> (a directory), pglite:memory. Undefined → the embedded PGlite in ./.idlease/.
+ * TLS is asked for in the URL and never dropped: `?sslmode=verify-full&sslrootcert=ca.pem`
+ * (PostgreSQL, read by pg's own parser) or `?ssl-mode=VERIFY_IDENTITY&ssl-ca=ca.pem`
+ * (MySQL/MariaDB); a TLS failure is BAD_CONFIG at the first statement (postgresConfig, mysqlConfig).
+ * Percent-encode `@ : / %` in a password.
  * A PGlite directory is opened on first use, under a lock that keeps every other process out
  * until this knex is destroyed (src/embedded/lock.ts).
  */
@@ -111,61 +116,170 @@ function driverConfig(url: string | undefined, options: ConnectOptions): Knex.Co
   }
   const embedded = pgliteTarget(url);
   if (embedded) return embeddedConfig({ dir: embedded.dir, lockTimeoutMs: options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS });
-  url = url as string;
+  const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(url as string)?.[1]?.toLowerCase();
+  const extras = { poolMax, keepAliveMs, connectTimeoutMs: options.connectTimeoutMs };
+  switch (scheme) {
+    case 'mysql':
+    case 'mariadb':
+      return mysqlConfig(url as string, extras);
+    case 'postgres':
+    case 'postgresql':
+      return postgresConfig(url as string, extras);
+    default:
+      throw new IdleaseError(
+        'BAD_CONFIG',
+        scheme === undefined
+          ? `Cannot parse database URL ${redact(url as string)}. Use mysql://user:pass@host:3306/db, postgres://user@host:5432/db or pglite:<dir>.`
+          : `Unsupported database URL scheme "${scheme}:". Use mysql://, mariadb://, postgres:// or pglite:<dir>.`,
+      );
+  }
+}
+
+interface DriverExtras {
+  readonly poolMax: number;
+  readonly keepAliveMs: number;
+  readonly connectTimeoutMs: number | undefined;
+}
+
+/** A URL the reading parser refused, said without the URL's secrets (Node's URL error carries the whole input). */
+function unparseable(url: string, why?: unknown): IdleaseError {
+  const reason = why instanceof Error && (why as NodeJS.ErrnoException).code !== 'ERR_INVALID_URL' ? ` (${why.message})` : '';
+  return new IdleaseError(
+    'BAD_CONFIG',
+    `Cannot parse database URL ${redact(url)}${reason}. Use mysql://user:pass@host:3306/db or postgres://user@host:5432/db; percent-encode @ : / % in a password.`,
+  );
+}
+
+type PgParse = (url: string, options: { useLibpqCompat: boolean }) => Record<string, unknown>;
+
+/**
+ * PostgreSQL: the URL is read by node-postgres's own parser (pg-connection-string, the copy pg
+ * depends on), with libpq's meaning of `sslmode`: disable, prefer and require encrypt without
+ * checking the certificate (require with `sslrootcert` checks the chain), verify-ca checks the
+ * chain against `sslrootcert`, verify-full the chain and the host name; `sslcert`/`sslkey` give
+ * a client certificate. One difference from libpq, on purpose: `prefer` never falls back to
+ * plain text (TLS is never silently off); use `disable` for that. A mode that asks for TLS
+ * against a server without it fails (BAD_CONFIG, read by driver-errors.ts) instead.
+ */
+function postgresConfig(url: string, extras: DriverExtras): Knex.Config {
+  const fromPg = createRequire(createRequire(import.meta.url).resolve('pg'));
+  const parse = (fromPg('pg-connection-string') as { parse: PgParse }).parse;
+  let parsed: Record<string, unknown>;
+  try {
+    parsed = parse(url, { useLibpqCompat: true });
+  } catch (cause) {
+    throw unparseable(url, cause);
+  }
+  // pg reads unknown keys as nothing; drop the empty ones so defaults apply.
+  const connection: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(parsed)) if (value !== undefined && value !== null && value !== '') connection[key] = value;
+  return {
+    client: 'pg',
+    connection: {
+      ...connection,
+      host: (connection.host as string | undefined) ?? '127.0.0.1',
+      user: (connection.user as string | undefined) ?? 'postgres',
+      port: connection.port === undefined ? 5432 : Number(connection.port),
+      ...(extras.connectTimeoutMs === undefined ? {} : { connectionTimeoutMillis: extras.connectTimeoutMs }),
+      keepAlive: extras.keepAliveMs > 0,
+      ...(extras.keepAliveMs > 0 ? { keepAliveInitialDelayMillis: extras.keepAliveMs } : {}),
+    },
+    pool: { min: 0, max: extras.poolMax },
+  };
+}
+
+const MYSQL_SSL_MODES = ['DISABLED', 'PREFERRED', 'REQUIRED', 'VERIFY_CA', 'VERIFY_IDENTITY'] as const;
+
+/**
+ * MySQL/MariaDB: the URL is read as mysql2 reads its `uri` (WHATWG URL; other query parameters
+ * pass to mysql2 as it would pass them, JSON values parsed), plus the mysql client's TLS
+ * options, which mysql2 has no URL form for: `ssl-mode` (DISABLED, PREFERRED, REQUIRED,
+ * VERIFY_CA, VERIFY_IDENTITY), `ssl-ca`, `ssl-cert`, `ssl-key` (files). As with PostgreSQL,
+ * PREFERRED and REQUIRED encrypt without checking the certificate (REQUIRED with `ssl-ca`
+ * checks the chain), VERIFY_CA checks the chain, VERIFY_IDENTITY the chain and the host name,
+ * and nothing falls back to plain text.
+ */
+function mysqlConfig(url: string, extras: DriverExtras): Knex.Config {
   let parsed: URL;
   try {
     parsed = new URL(url);
   } catch (cause) {
+    throw unparseable(url, cause);
+  }
+  const params = new Map<string, string>();
+  for (const [key, value] of parsed.searchParams) params.set(key, value);
+  const take = (...names: string[]): string | undefined => {
+    let found: string | undefined;
+    for (const name of names) {
+      for (const spelling of [name, name.replace(/-/g, '_')]) {
+        if (params.has(spelling)) found = params.get(spelling);
+        params.delete(spelling);
+      }
+    }
+    return found;
+  };
+  const modeText = take('ssl-mode', 'sslmode');
+  const caFile = take('ssl-ca', 'sslrootcert');
+  const certFile = take('ssl-cert', 'sslcert');
+  const keyFile = take('ssl-key', 'sslkey');
+  const mode = (modeText ?? (caFile || certFile ? 'VERIFY_IDENTITY' : 'DISABLED')).toUpperCase().replace(/-/g, '_');
+  if (!(MYSQL_SSL_MODES as readonly string[]).includes(mode)) {
+    throw new IdleaseError('BAD_CONFIG', `ssl-mode=${JSON.stringify(modeText)} is not one of ${MYSQL_SSL_MODES.join(', ')}.`);
+  }
+  const rest: Record<string, unknown> = {};
+  for (const [key, value] of params) {
+    try {
+      rest[key] = JSON.parse(value);
+    } catch {
+      rest[key] = value;
+    }
+  }
+  const read = (file: string | undefined, what: string) => {
+    if (file === undefined) return undefined;
+    try {
+      return readFileSync(file, 'utf8');
+    } catch (cause) {
+      throw new IdleaseError('BAD_CONFIG', `Cannot read the ${what} ${file} named in the database URL: ${(cause as Error).message}.`, {
+        cause,
+      });
+    }
+  };
+  const files = { ca: read(caFile, 'ssl-ca'), cert: read(certFile, 'ssl-cert'), key: read(keyFile, 'ssl-key') };
+  const pem = Object.fromEntries(Object.entries(files).filter(([, v]) => v !== undefined));
+  const ssl =
+    mode === 'DISABLED'
+      ? undefined
+      : mode === 'VERIFY_IDENTITY'
+        ? { ...pem, rejectUnauthorized: true, verifyIdentity: true }
+        : mode === 'VERIFY_CA' || (mode === 'REQUIRED' && files.ca !== undefined)
+          ? { ...pem, rejectUnauthorized: true, verifyIdentity: false }
+          : { ...pem, rejectUnauthorized: false, verifyIdentity: false };
+  const hostname = parsed.hostname.startsWith('[') ? parsed.hostname.slice(1, -1) : parsed.hostname;
+  // mysql2 checks the certificate's name only for a host name: for an IP address it would check nothing.
+  if (mode === 'VERIFY_IDENTITY' && isIP(hostname) !== 0) {
     throw new IdleaseError(
       'BAD_CONFIG',
-      `Cannot parse database URL ${redact(url)}. Use mysql://user:pass@host:3306/db or postgres://user@host:5432/db.`,
-      { cause },
+      `TLS: ssl-mode=VERIFY_IDENTITY needs the host name the server's certificate names, not the address ${hostname} (mysql2 does not check an address against the certificate). Use that name, or ssl-mode=VERIFY_CA to check the chain only.`,
     );
   }
-  const database = decodeURIComponent(parsed.pathname.replace(/^\//, ''));
-  const common = {
-    host: parsed.hostname || '127.0.0.1',
-    user: decodeURIComponent(parsed.username),
-    password: decodeURIComponent(parsed.password),
-    database: database || undefined,
+  return {
+    client: 'mysql2',
+    connection: {
+      ...rest,
+      host: decodeURIComponent(hostname) || '127.0.0.1',
+      port: parsed.port ? Number(parsed.port) : 3306,
+      user: decodeURIComponent(parsed.username) || 'root',
+      password: decodeURIComponent(parsed.password),
+      database: decodeURIComponent(parsed.pathname.slice(1)) || undefined,
+      ...(ssl === undefined ? {} : { ssl }),
+      supportBigNumbers: true,
+      bigNumberStrings: true,
+      ...(extras.connectTimeoutMs === undefined ? {} : { connectTimeout: extras.connectTimeoutMs }),
+      enableKeepAlive: extras.keepAliveMs > 0,
+      ...(extras.keepAliveMs > 0 ? { keepAliveInitialDelay: extras.keepAliveMs } : {}),
+    },
+    pool: { min: 0, max: extras.poolMax },
   };
-  switch (parsed.protocol) {
-    case 'mysql:':
-    case 'mariadb:':
-      return {
-        client: 'mysql2',
-        connection: {
-          ...common,
-          user: common.user || 'root',
-          port: parsed.port ? Number(parsed.port) : 3306,
-          supportBigNumbers: true,
-          bigNumberStrings: true,
-          ...(options.connectTimeoutMs === undefined ? {} : { connectTimeout: options.connectTimeoutMs }),
-          enableKeepAlive: keepAliveMs > 0,
-          ...(keepAliveMs > 0 ? { keepAliveInitialDelay: keepAliveMs } : {}),
-        },
-        pool: { min: 0, max: poolMax },
-      };
-    case 'postgres:':
-    case 'postgresql:':
-      return {
-        client: 'pg',
-        connection: {
-          ...common,
-          user: common.user || 'postgres',
-          port: parsed.port ? Number(parsed.port) : 5432,
-          ...(options.connectTimeoutMs === undefined ? {} : { connectionTimeoutMillis: options.connectTimeoutMs }),
-          keepAlive: keepAliveMs > 0,
-          ...(keepAliveMs > 0 ? { keepAliveInitialDelayMillis: keepAliveMs } : {}),
-        },
-        pool: { min: 0, max: poolMax },
-      };
-    default:
-      throw new IdleaseError(
-        'BAD_CONFIG',
-        `Unsupported database URL scheme ${JSON.stringify(parsed.protocol)}. Use mysql://, mariadb://, postgres:// or pglite:<dir>.`,
-      );
-  }
 }
 
 /** The knex config of a PGlite database (the directory's parent created); the CLI hands over a lock it already took. */

@@ -27,7 +27,34 @@ export function pgliteTarget(url: string | undefined): { dir: string | undefined
   return { dir: target };
 }
 
-/** A URL fit for messages and logs: the password replaced. */
+/** Query parameters that carry a secret in a driver's URL (pg's `password`, `sslpassword`; mysql2's `password1`…). */
+const SECRET_PARAMS = /^(password\d?|sslpassword|passphrase|token|auth)$/i;
+
+/**
+ * A URL fit for messages, logs and files: the password (and any secret query parameter)
+ * replaced by `***`. It reads the URL with the parser the drivers read it with (WHATWG `URL`:
+ * pg-connection-string, mysql2's `uri` and node-redis all use it), so a password holding `@`,
+ * `:`, `/` or `%` is found where the driver finds it. A URL that parser refuses shows its
+ * scheme and what follows its last `@`, never what precedes it: no driver connects with such
+ * a URL, yet it may still hold a password typed unencoded.
+ */
 export function redact(url: string): string {
-  return url.replace(/\/\/([^:@/]*):[^@/]*@/, '//$1:***@');
+  if (url.startsWith('pglite:')) return url;
+  let parsed: URL | undefined;
+  try {
+    parsed = new URL(url);
+  } catch {
+    parsed = undefined;
+  }
+  // `u:12/pw@h` parses as host u, port 12 and a path holding the rest: hide it as unparseable.
+  if (parsed === undefined || (parsed.pathname + parsed.hash).includes('@')) {
+    const scheme = /^[a-z][a-z0-9+.-]*:(\/\/)?/i.exec(url)?.[0] ?? '';
+    const at = url.lastIndexOf('@');
+    if (at < 0) return url.includes('?') ? `${url.slice(0, url.indexOf('?'))}?***` : url;
+    const rest = url.slice(at + 1);
+    return `${scheme}***@${rest.includes('?') ? `${rest.slice(0, rest.indexOf('?'))}?***` : rest}`;
+  }
+  if (parsed.password !== '') parsed.password = '***';
+  for (const key of [...parsed.searchParams.keys()]) if (SECRET_PARAMS.test(key)) parsed.searchParams.set(key, '***');
+  return parsed.toString();
 }

@@ -234,7 +234,8 @@ export function formatSeconds(ms: number): string {
 }
 
 export function describeTarget(cmd: Command): string {
-  return targetUrl(cmd) ?? `embedded PGlite in ./${DEFAULT_PGLITE_DIR}/`;
+  const url = targetUrl(cmd);
+  return url === undefined ? `embedded PGlite in ./${DEFAULT_PGLITE_DIR}/` : redact(url);
 }
 
 /** JSON with every bigint written as a string: IDs pass 2^53 and JSON numbers do not survive that. */

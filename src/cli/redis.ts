@@ -4,7 +4,9 @@
  * re-seeds). Read-only: the key is never reset from here. node-redis (`redis`) is loaded only
  * when the command runs; it is an optional peer dependency.
  */
+import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
+import { classifyDriverError } from '../dialects/driver-errors.js';
 import { IdleaseError } from '../errors.js';
 import { redisKeyStatus } from '../redis-sequence/status.js';
 import { redact } from '../urls.js';
@@ -26,14 +28,25 @@ export async function withRedis<T>(cmd: Command, url: string, use: (client: unkn
   } catch (err) {
     throw new IdleaseError('BAD_CONFIG', 'idlease redis needs the node-redis client: npm install redis.', { cause: err });
   }
+  const { url: clientUrl, ca } = redisTls(url);
   const client = createClient({
-    url,
-    socket: { connectTimeout: waitMs(cmd), reconnectStrategy: reconnect ? (retries: number) => Math.min(50 * 2 ** retries, 2_000) : false },
+    url: clientUrl,
+    socket: {
+      connectTimeout: waitMs(cmd),
+      reconnectStrategy: reconnect ? (retries: number) => Math.min(50 * 2 ** retries, 2_000) : false,
+      ...(ca === undefined ? {} : { tls: true, ca }),
+    },
   });
   client.on('error', () => undefined);
   try {
     await client.connect();
   } catch (err) {
+    if (classifyDriverError(err) === 'tls')
+      throw new IdleaseError(
+        'BAD_CONFIG',
+        `Redis at ${redact(url)}: TLS failed (${String((err as Error)?.message ?? err)}). Check the rediss:// URL's host name and its ?ca= file.`,
+        { cause: err },
+      );
     throw new IdleaseError(
       'REDIS_UNAVAILABLE',
       `Redis at ${redact(url)} did not answer: ${String((err as Error)?.message ?? err)}. Check --redis-url (or $IDLEASE_REDIS_URL) and that the server is up.`,
@@ -44,6 +57,32 @@ export async function withRedis<T>(cmd: Command, url: string, use: (client: unkn
     return await use(client);
   } finally {
     client.destroy();
+  }
+}
+
+/**
+ * `rediss://host:port?ca=/path/ca.pem`: TLS checked against that CA (the host name too); without
+ * `ca`, against the system's CAs. node-redis reads the rest of the URL itself.
+ */
+export function redisTls(url: string): { url: string; ca?: string } {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      `Cannot parse the Redis URL ${redact(url)}. Use redis://[:password@]host:6379 or rediss://… for TLS.`,
+    );
+  }
+  const file = parsed.searchParams.get('ca') ?? undefined;
+  if (file === undefined) return { url };
+  if (parsed.protocol !== 'rediss:')
+    throw new IdleaseError('BAD_CONFIG', `?ca= is for TLS: use rediss:// instead of ${parsed.protocol}// in ${redact(url)}.`);
+  parsed.searchParams.delete('ca');
+  try {
+    return { url: parsed.toString(), ca: readFileSync(file, 'utf8') };
+  } catch (cause) {
+    throw new IdleaseError('BAD_CONFIG', `Cannot read the CA ${file} named in the Redis URL: ${(cause as Error).message}.`, { cause });
   }
 }
 

@@ -5,7 +5,7 @@ import { knexExecutor } from '../drivers/knex.js';
 import { pgliteExecutor } from '../drivers/pglite.js';
 import type { SqlExecutor } from '../dialects/sql.js';
 import { isMigrated, migrate } from '../migrations/migrate.js';
-import { addTag, bumpTag, listTags, setStep } from '../segment/admin.js';
+import { addTag, bumpTag, listTags, setFailoverGap, setStep } from '../segment/admin.js';
 import { createSegmentAllocator } from '../segment/allocator.js';
 import { resolveSegmentOptions, type SegmentAllocatorOptions } from '../segment/options.js';
 import { sqlSegmentStore, type SegmentStore } from '../segment/store.js';
@@ -145,7 +145,7 @@ back on exit), and never repeat an ID. On a server database run \`idlease migrat
       print(self, ids.map(String), { tag, ids });
     });
 
-  const tagCmd = program.command('tag').description('manage segment tags: add | list | set-step | bump');
+  const tagCmd = program.command('tag').description('manage segment tags: add | list | set-step | set-failover-gap | bump');
 
   withTableFlags(
     tagCmd
@@ -153,27 +153,31 @@ back on exit), and never repeat an ID. On a server database run \`idlease migrat
       .description('add a segment tag (does nothing if it exists)')
       .option('--start <n>', 'first ID to hand out', startArg, '1')
       .option('--step <n>', 'admin step: the baseline lease size', positiveInt('--step'), 1000)
-      .option('--description <text>', 'free text', ''),
-  ).action(async (tag: string, flags: TableFlags & { start: string; step: number; description: string }, self: Command) => {
-    await withKnex(self, async (knex) => {
-      await prepare(self, knex, flags);
-      const { created, row } = await addTag(knex, {
-        tag,
-        start: flags.start,
-        step: flags.step,
-        description: flags.description,
-        table: flags.table,
-        schema: flags.schema,
+      .option('--description <text>', 'free text', '')
+      .option('--failover-gap <n>', 'how far the first lease on a new database instance (a promoted standby) jumps (default 10000000000)'),
+  ).action(
+    async (tag: string, flags: TableFlags & { start: string; step: number; description: string; failoverGap?: string }, self: Command) => {
+      await withKnex(self, async (knex) => {
+        await prepare(self, knex, flags);
+        const { created, row } = await addTag(knex, {
+          tag,
+          start: flags.start,
+          step: flags.step,
+          description: flags.description,
+          ...(flags.failoverGap === undefined ? {} : { failoverGap: flags.failoverGap }),
+          table: flags.table,
+          schema: flags.schema,
+        });
+        print(
+          self,
+          created
+            ? `added tag ${tag} on ${describeTarget(self)}: first ID ${row.maxId + 1n}, step ${row.step}`
+            : `tag ${tag} already exists (max_id ${row.maxId}, step ${row.step}); nothing changed`,
+          { created, tag: row.tag, maxId: row.maxId, step: row.step, description: row.description, failoverGap: row.failoverGap },
+        );
       });
-      print(
-        self,
-        created
-          ? `added tag ${tag} on ${describeTarget(self)}: first ID ${row.maxId + 1n}, step ${row.step}`
-          : `tag ${tag} already exists (max_id ${row.maxId}, step ${row.step}); nothing changed`,
-        { created, tag: row.tag, maxId: row.maxId, step: row.step, description: row.description },
-      );
-    });
-  });
+    },
+  );
 
   withTableFlags(tagCmd.command('list').description('list segment tags')).action(async (flags: TableFlags, self: Command) => {
     await withKnex(self, async (knex) => {
@@ -183,8 +187,20 @@ back on exit), and never repeat an ID. On a server database run \`idlease migrat
         rows.length === 0
           ? ['no tags yet; add one: idlease tag add <tag>']
           : [
-              ['tag', 'max_id', 'step', 'updated_at', 'description'].join('\t'),
-              ...rows.map((r) => [r.tag, r.maxId, r.step, r.updatedAt.toISOString(), r.description].join('\t')),
+              ['tag', 'max_id', 'step', 'updated_at', 'instance', 'failover_gap', 'jumps', 'last_jump', 'description'].join('\t'),
+              ...rows.map((r) =>
+                [
+                  r.tag,
+                  r.maxId,
+                  r.step,
+                  r.updatedAt.toISOString(),
+                  r.instance ?? '-',
+                  r.failoverGap,
+                  r.jumps,
+                  r.jumpedAt?.toISOString() ?? '-',
+                  r.description,
+                ].join('\t'),
+              ),
             ];
       print(self, human, rows);
     });
@@ -200,6 +216,22 @@ back on exit), and never repeat an ID. On a server database run \`idlease migrat
       print(self, `tag ${tag}: step is now ${row.step} (running allocators use it from their next lease)`, {
         tag,
         step: row.step,
+        maxId: row.maxId,
+      });
+    });
+  });
+
+  withTableFlags(
+    tagCmd
+      .command('set-failover-gap <tag> <n>')
+      .description('change how far the first lease on a new database instance (a promoted standby) jumps; docs/failover.md'),
+  ).action(async (tag: string, n: string, flags: TableFlags, self: Command) => {
+    await withKnex(self, async (knex) => {
+      await prepare(self, knex, flags);
+      const row = await setFailoverGap(knex, tag, n, { table: flags.table, schema: flags.schema });
+      print(self, `tag ${tag}: failover gap is now ${row.failoverGap} (the next failover jumps by it)`, {
+        tag,
+        failoverGap: row.failoverGap,
         maxId: row.maxId,
       });
     });

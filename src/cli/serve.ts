@@ -1,5 +1,9 @@
 /** `idlease serve`: flags only; the server lives in src/serve/. */
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { InvalidArgumentError, type Command } from 'commander';
+import { IdleaseError } from '../errors.js';
+import { DEFAULT_MAX_BATCH } from '../serve/server.js';
 import { pgliteTarget } from '../connect.js';
 import { migrate } from '../migrations/migrate.js';
 import { listTags } from '../segment/admin.js';
@@ -30,8 +34,18 @@ export function registerServeCommand(program: Command): void {
       8080,
     )
     .option('--tags <list>', 'serve only these tags (comma-separated); default: every tag', tagList)
-    .option('--token <token>', 'require Authorization: Bearer <token> on /api and /v1 (default: $IDLEASE_TOKEN)')
+    .option(
+      '--token <token>',
+      'require Authorization: Bearer <token> on /api and /v1 (visible in the process list: prefer --token-file or $IDLEASE_TOKEN)',
+    )
+    .option('--token-file <file>', 'read the token from this file (default: $IDLEASE_TOKEN_FILE; trailing newline ignored)')
     .option('--protect-metrics', 'require the token on /metrics too')
+    .option('--allow-create', 'let requests carrying the token add a missing tag (/v1/segment/{tag}/ids?create=1)')
+    .option('--allowed-hosts <list>', 'answer only requests whose Host header is one of these names (comma-separated)', tagList)
+    .option('--allow-no-token', 'listen beyond loopback without a token (refused otherwise)')
+    .option('--max-batch <n>', 'largest n of /ids (default 10000)', positiveInt('--max-batch'))
+    .option('--max-connections <n>', 'open connections at most (default 1024)', positiveInt('--max-connections'))
+    .option('--max-pipelined <n>', 'requests waiting on one connection before it is closed (default 32)', positiveInt('--max-pipelined'))
     .option(
       '--max-step <n>',
       "largest lease the server's allocators take (default 10000000; smaller wastes less on a crash)",
@@ -49,13 +63,15 @@ export function registerServeCommand(program: Command): void {
     )
     .option(
       '--redis-url <url>',
-      'also serve Redis sequences of the served tags (/api/redis/get/{tag}, /v1/redis/{tag}/ids; needs the redis package): redis://…',
+      'also serve Redis sequences of the served tags (/api/redis/get/{tag}, /v1/redis/{tag}/ids; needs the redis package): redis://… (default: $IDLEASE_REDIS_URL)',
     )
     .option('--shutdown-timeout <ms>', 'how long SIGTERM waits for requests in flight', positiveInt('--shutdown-timeout'), 10_000)
     .addHelpText(
       'after',
       `
-Tags are never created over HTTP: add them with \`idlease tag add <tag>\`. On the embedded
+Tags are created over HTTP only by a request with the token on a server started with
+--allow-create (and by \`idlease next\` beside a serve on the embedded database); else
+\`idlease tag add <tag>\`. On the embedded
 database (no --url) the table is created on first use. Logs are JSON lines on stderr; the
 URL it listens on is printed on stdout. SIGTERM/SIGINT: finish requests in flight, give the
 unused part of each lease back, exit 0; a second signal exits at once.`,
@@ -67,7 +83,14 @@ unused part of each lease back, exit 0; a second signal exits at once.`,
           port: number;
           tags?: string[];
           token?: string;
+          tokenFile?: string;
           protectMetrics?: boolean;
+          allowCreate?: boolean;
+          allowedHosts?: string[];
+          allowNoToken?: boolean;
+          maxBatch?: number;
+          maxConnections?: number;
+          maxPipelined?: number;
           maxStep?: number;
           table: string;
           schema?: string;
@@ -78,7 +101,15 @@ unused part of each lease back, exit 0; a second signal exits at once.`,
         self: Command,
       ) => {
         const embedded = pgliteTarget(targetUrl(self));
-        const token = flags.token ?? (process.env.IDLEASE_TOKEN || undefined);
+        const token = serveToken(flags);
+        if (token === undefined && !isLoopback(flags.host) && !flags.allowNoToken)
+          throw new IdleaseError(
+            'BAD_CONFIG',
+            `--host ${flags.host} listens beyond this machine without a token: give --token-file <file> (or $IDLEASE_TOKEN), or --allow-no-token if the network is the guard.`,
+          );
+        const redisUrl = flags.redisUrl ?? (process.env.IDLEASE_REDIS_URL || undefined);
+        // A secret of this run, written only into the lock file (0600) for the CLI of the same user.
+        const runSecret = embedded?.dir !== undefined ? randomBytes(24).toString('base64url') : undefined;
         await withKnex(
           self,
           async (knex, { lock }) => {
@@ -94,14 +125,19 @@ unused part of each lease back, exit 0; a second signal exits at once.`,
                 port: flags.port,
                 tags: flags.tags,
                 token,
+                runSecret,
                 protectMetrics: flags.protectMetrics,
+                allowCreate: flags.allowCreate,
+                allowedHosts: flags.allowedHosts,
+                maxBatch: flags.maxBatch,
+                maxConnections: flags.maxConnections,
+                maxPipelined: flags.maxPipelined,
                 maxStep: flags.maxStep,
                 table: flags.table,
                 schema: flags.schema,
                 snowflakeGroup: flags.snowflakeGroup,
                 shutdownTimeoutMs: flags.shutdownTimeout,
                 target: describeTarget(self),
-                createTags: embedded !== undefined,
                 ephemeral: embedded !== undefined && embedded.dir === undefined,
                 // `idlease next` on this directory finds the server here and draws through it (the file is readable by its owner only).
                 onListening: (url) =>
@@ -109,19 +145,43 @@ unused part of each lease back, exit 0; a second signal exits at once.`,
                     serve: {
                       url: reachable(url),
                       table: flags.table,
-                      ...(token ? { token } : {}),
+                      ...(runSecret ? { secret: runSecret } : {}),
+                      maxBatch: flags.maxBatch ?? DEFAULT_MAX_BATCH,
                       ...(flags.schema ? { schema: flags.schema } : {}),
                     },
                   }),
                 onStopping: () => lock?.announce({ serve: undefined }),
               });
-            if (flags.redisUrl === undefined) await serve(undefined);
-            else await withRedis(self, flags.redisUrl, serve, true);
+            if (redisUrl === undefined) await serve(undefined);
+            else await withRedis(self, redisUrl, serve, true);
           },
           { allowMemory: true },
         );
       },
     );
+}
+
+/** The token from --token, --token-file, $IDLEASE_TOKEN or $IDLEASE_TOKEN_FILE; an empty one is refused (an unset variable must not turn auth off). */
+function serveToken(flags: { token?: string; tokenFile?: string }): string | undefined {
+  const file = flags.tokenFile ?? (process.env.IDLEASE_TOKEN_FILE || undefined);
+  let token: string | undefined;
+  let from: string;
+  if (flags.token !== undefined) [token, from] = [flags.token, '--token'];
+  else if (file !== undefined) {
+    from = `the token file ${file}`;
+    try {
+      token = readFileSync(file, 'utf8').replace(/\r?\n$/, '');
+    } catch (cause) {
+      throw new IdleaseError('BAD_CONFIG', `Cannot read ${from}: ${(cause as Error).message}.`, { cause });
+    }
+  } else [token, from] = [process.env.IDLEASE_TOKEN, '$IDLEASE_TOKEN'];
+  if (token !== undefined && token.trim() === '')
+    throw new IdleaseError('BAD_CONFIG', `${from} is empty (an unset variable?): give a real token, or none at all on a loopback address.`);
+  return token;
+}
+
+function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host);
 }
 
 /** A server listening on every address is reached on loopback. */

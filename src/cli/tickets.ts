@@ -25,12 +25,18 @@ export const ticketMigrateFlags: MigrateFlagContributor = {
         'auto-increment increment this server serves (number of servers)',
         positiveInt('--tickets-increment'),
       )
-      .option('--tickets-offset <k>', "this server's offset 1..increment", positiveInt('--tickets-offset'));
+      .option('--tickets-offset <k>', "this server's offset 1..increment", positiveInt('--tickets-offset'))
+      .option(
+        '--tickets-failover-gap <n>',
+        'how far the first draw on a new database instance (a promoted replica) moves the counter (default 10000000000)',
+      );
   },
   toOptions(flags) {
     const t = flags.tickets as true | string[] | undefined;
     if (t === undefined) {
-      const stray = (['ticketsEngine', 'ticketsIncrement', 'ticketsOffset'] as const).find((k) => flags[k] !== undefined);
+      const stray = (['ticketsEngine', 'ticketsIncrement', 'ticketsOffset', 'ticketsFailoverGap'] as const).find(
+        (k) => flags[k] !== undefined,
+      );
       if (stray) {
         const flag = '--' + stray.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase());
         throw new IdleaseError(
@@ -50,6 +56,7 @@ export const ticketMigrateFlags: MigrateFlagContributor = {
         ...(engine !== undefined ? { engine } : {}),
         ...(flags.ticketsIncrement !== undefined ? { increment: flags.ticketsIncrement as number } : {}),
         ...(flags.ticketsOffset !== undefined ? { offset: flags.ticketsOffset as number } : {}),
+        ...(flags.ticketsFailoverGap !== undefined ? { failoverGap: flags.ticketsFailoverGap as string } : {}),
       },
     };
   },
@@ -73,7 +80,12 @@ function offsetList(value: string): number[] {
 
 function serverOptions(cmd: Command): Command {
   return cmd
-    .option('--server <url>', 'a ticket server (repeat, in offset order); default: the global --url', collect, [] as string[])
+    .option(
+      '--server <url>',
+      'a ticket server (repeat, in offset order); default: $IDLEASE_TICKET_SERVERS (whitespace-separated), else the global --url',
+      collect,
+      [] as string[],
+    )
     .option('--offsets <list>', 'offsets of the --server URLs, e.g. 1,2,3 (default: 1..N in order)', offsetList)
     .option('--increment <n>', 'auto-increment increment (default: the number of servers)', positiveInt('--increment'))
     .option('--sequence <name>', 'ticket sequence name', 'default');
@@ -84,7 +96,9 @@ async function withServers<T>(
   flags: ServerFlags,
   fn: (servers: Array<{ knex: Knex; offset: number; name: string }>) => Promise<T>,
 ): Promise<T> {
-  const urls = flags.server.length > 0 ? flags.server : [globals(self).url ?? process.env.IDLEASE_URL];
+  // $IDLEASE_TICKET_SERVERS (whitespace-separated URLs) keeps passwords out of the process list.
+  const fromEnv = (process.env.IDLEASE_TICKET_SERVERS ?? '').split(/\s+/).filter((u) => u.length > 0);
+  const urls = flags.server.length > 0 ? flags.server : fromEnv.length > 0 ? fromEnv : [globals(self).url ?? process.env.IDLEASE_URL];
   const offsets = flags.offsets ?? urls.map((_, i) => i + 1);
   if (offsets.length !== urls.length) {
     throw new IdleaseError(
@@ -107,6 +121,16 @@ function nonNegativeBig(value: string): bigint {
   return BigInt(value);
 }
 
+/** `tickets next -n` at most: each ticket is one statement on a server. */
+const MAX_TICKETS_PER_CALL = 10_000;
+
+function ticketCount(value: string): number {
+  const n = positiveInt('--count')(value);
+  if (n > MAX_TICKETS_PER_CALL)
+    throw new InvalidArgumentError(`--count draws at most ${MAX_TICKETS_PER_CALL} tickets per call (each is a statement), got ${n}.`);
+  return n;
+}
+
 export function registerTicketCommands(program: Command): void {
   const tickets = program
     .command('tickets')
@@ -121,7 +145,7 @@ Examples:
     );
 
   serverOptions(tickets.command('next').description('draw IDs from the ticket servers (round-robin, with failover)'))
-    .option('-n, --count <n>', 'how many IDs', positiveInt('--count'), 1)
+    .option('-n, --count <n>', `how many IDs (at most ${MAX_TICKETS_PER_CALL}: each is a statement)`, ticketCount, 1)
     .action(async (flags: ServerFlags & { count: number }, self: Command) => {
       await withServers(self, flags, async (servers) => {
         const alloc = createTicketAllocator({ servers, increment: flags.increment, sequence: flags.sequence, timeoutMs: waitMs(self) });

@@ -7,8 +7,8 @@ import type { LockHolder } from '../embedded/lock.js';
 
 type ServeAddress = NonNullable<LockHolder['serve']>;
 
-/** The server's /ids answers at most this many per request (its default maxBatch). */
-const SERVE_BATCH = 100_000;
+/** What a server that does not say its batch cap answers at most per /ids request (serve's default). */
+const SERVE_BATCH = 10_000;
 
 export interface DrawRequest {
   readonly tag: string;
@@ -29,7 +29,7 @@ export async function drawThroughServe(serve: ServeAddress, request: DrawRequest
   }
   const ids: bigint[] = [];
   while (ids.length < request.count) {
-    const n = Math.min(SERVE_BATCH, request.count - ids.length);
+    const n = Math.min(serve.maxBatch ?? SERVE_BATCH, request.count - ids.length);
     const params = new URLSearchParams({ n: String(n) });
     if (request.create) {
       params.set('create', '1');
@@ -40,7 +40,7 @@ export async function drawThroughServe(serve: ServeAddress, request: DrawRequest
     let res: Response;
     try {
       res = await fetch(url, {
-        headers: serve.token ? { authorization: `Bearer ${serve.token}` } : {},
+        headers: serve.secret ? { authorization: `Bearer ${serve.secret}` } : {},
         signal: AbortSignal.timeout(30_000),
       });
     } catch (cause) {

@@ -11,24 +11,26 @@ import type { SqlExecutor } from './sql.js';
  * fix it until someone does), a refused or dropped connection is the database being away.
  * Read from the one classifier (driver-errors.ts): allocators' events, the CLI and admin calls use it.
  */
-export type ConnectionProblem = 'access-denied' | 'unknown-database' | 'unknown-host' | 'unreachable' | 'not-primary';
+export type ConnectionProblem = 'access-denied' | 'unknown-database' | 'unknown-host' | 'tls' | 'unreachable' | 'not-primary';
 
 export function connectionProblem(err: unknown): ConnectionProblem | undefined {
   const kind = classifyDriverError(err);
   if (kind === 'transport') return 'unreachable';
   if (kind === 'read-only') return 'not-primary';
-  return kind === 'access-denied' || kind === 'unknown-database' || kind === 'unknown-host' ? kind : undefined;
+  return kind === 'access-denied' || kind === 'unknown-database' || kind === 'unknown-host' || kind === 'tls' ? kind : undefined;
 }
 
 /** A few words for a message: what the problem is and what to check. */
 export function describeConnectionProblem(problem: ConnectionProblem): string {
   switch (problem) {
     case 'access-denied':
-      return 'access denied: check the user and password in the connection URL';
+      return 'access denied: check the user and password in the connection URL (a server that requires TLS answers so to a plain connection too: see sslmode / ssl-mode)';
     case 'unknown-database':
       return 'unknown database: check the database name in the connection URL (create it, then run idlease migrate)';
     case 'unknown-host':
       return 'unknown host: check the host name in the connection URL';
+    case 'tls':
+      return 'TLS failed: the server has no TLS for an sslmode/ssl-mode that requires it, requires TLS the URL did not ask for, or its certificate did not verify against the CA (sslrootcert / ssl-ca) and host name; check the TLS settings in the connection URL';
     case 'unreachable':
       return 'the database is unreachable: check that it is running and reachable';
     case 'not-primary':
@@ -38,7 +40,7 @@ export function describeConnectionProblem(problem: ConnectionProblem): string {
 
 /** Whether a problem is the setup (fix it, then rerun) rather than the database being away. */
 export function isConfigProblem(problem: ConnectionProblem | undefined): boolean {
-  return problem === 'access-denied' || problem === 'unknown-database' || problem === 'unknown-host';
+  return problem === 'access-denied' || problem === 'unknown-database' || problem === 'unknown-host' || problem === 'tls';
 }
 
 /**

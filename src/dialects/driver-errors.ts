@@ -11,8 +11,16 @@ export type DriverErrorKind =
   | 'lock-timeout'
   /** A table, sequence or schema idlease needs is not there: migrations have not run. */
   | 'missing-relation'
+  /** A column idlease needs is not there: the table predates this version's migration. */
+  | 'missing-column'
   | 'access-denied'
   | 'unknown-database'
+  /**
+   * TLS could not be set up as the URL asks: the server has none (pg "does not support SSL",
+   * mysql2 HANDSHAKE_NO_SSL_SUPPORT), insists on it (hostssl only, require_secure_transport),
+   * or its certificate did not verify (wrong CA, wrong host name, expired).
+   */
+  | 'tls'
   /** The resolver's definite "no such name" (NXDOMAIN). */
   | 'unknown-host'
   /** The connection could not be made or was lost: the server is away, or the network. */
@@ -60,6 +68,28 @@ const TRANSPORT = new Set([
   '57P03',
 ]);
 
+const TLS_CODES = new Set([
+  'HANDSHAKE_NO_SSL_SUPPORT',
+  'ER_SECURE_TRANSPORT_REQUIRED',
+  'ERR_TLS_CERT_ALTNAME_INVALID',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'CERT_HAS_EXPIRED',
+  'CERT_NOT_YET_VALID',
+  'CERT_UNTRUSTED',
+  'CERT_REJECTED',
+  'CERT_SIGNATURE_FAILURE',
+  'HOSTNAME_MISMATCH',
+  'EPROTO',
+]);
+// MySQL 3159 and MariaDB 1940 (ER_SECURE_TRANSPORT_REQUIRED): a plain connection to a server that requires TLS.
+const TLS_ERRNOS = new Set([3159, 1940]);
+const TLS_TEXT =
+  /server does not support SSL|does not support secure connection|no encryption|SSL (is )?required|secure transport|self[- ]signed certificate|unable to verify the first certificate|altnames/i;
+
 export function classifyDriverError(err: unknown): DriverErrorKind | undefined {
   const e = err as { code?: unknown; errno?: unknown; message?: unknown; fatal?: unknown } | null;
   if (e === null || typeof e !== 'object') return undefined;
@@ -69,6 +99,11 @@ export function classifyDriverError(err: unknown): DriverErrorKind | undefined {
   if ((code !== undefined && LOCK_TIMEOUT_CODES.has(code)) || (errno !== undefined && LOCK_TIMEOUT_ERRNOS.has(errno)))
     return 'lock-timeout';
   if ((code !== undefined && MISSING_CODES.has(code)) || errno === 1146) return 'missing-relation';
+  // 42703 undefined_column; 1054 ER_BAD_FIELD_ERROR.
+  if (code === '42703' || code === 'ER_BAD_FIELD_ERROR' || errno === 1054) return 'missing-column';
+  if ((code !== undefined && (TLS_CODES.has(code) || code.startsWith('ERR_SSL_'))) || (errno !== undefined && TLS_ERRNOS.has(errno)))
+    return 'tls';
+  if (TLS_TEXT.test(String(e.message)) && !(code !== undefined && TRANSPORT.has(code))) return 'tls';
   if ((code !== undefined && ACCESS_DENIED.has(code)) || errno === 1045) return 'access-denied';
   if ((code !== undefined && UNKNOWN_DATABASE.has(code)) || errno === 1049) return 'unknown-database';
   if (code !== undefined && UNKNOWN_HOST.has(code)) return 'unknown-host';
@@ -92,6 +127,9 @@ export function isLockConflict(err: unknown): boolean {
 
 /** "The table (or sequence) idlease needs is not there": what turns into NOT_MIGRATED. */
 export const isMissingTable = (err: unknown): boolean => classifyDriverError(err) === 'missing-relation';
+
+/** "The table is there but lacks a column this version uses": NOT_MIGRATED too (run migrate after upgrading). */
+export const isMissingColumn = (err: unknown): boolean => classifyDriverError(err) === 'missing-column';
 
 /** A connection that failed this way cannot be trusted again: a session pool drops it instead of reusing it. */
 export function isTransportError(err: unknown): boolean {

@@ -79,3 +79,16 @@ export async function relationExists(query: CatalogQuery, isPostgres: boolean, q
   const rows = await query('SELECT pg_catalog.to_regclass(?)::text AS r', [quotedName]);
   return rows[0]?.[0] != null;
 }
+
+/**
+ * A table an older idlease made, missing a column this version's statements use: the upgrade's
+ * migration has not run. Every statement on it would fail the same way, so it is NOT_MIGRATED.
+ */
+export function olderTableError(args: { table: string; call: string; flags: string; cause: unknown }): IdleaseError {
+  return notMigratedError({
+    what: `The table ${args.table} was made by an older idlease and lacks columns this version uses (${(args.cause as Error)?.message ?? 'a missing column'}).`,
+    call: args.call,
+    flags: args.flags,
+    cause: args.cause,
+  });
+}

@@ -1,10 +1,12 @@
 /** SQL for the segment table: DDL here; the lease and admin statements sit beside it. */
 import { retryConflicts } from './conflicts.js';
 import { withDeadline } from '../runtime/deadline.js';
+import { isMissingColumn } from './driver-errors.js';
 import {
   executorCatalogQuery,
   isMissingTable,
   notMigratedError,
+  olderTableError,
   olderInstallSchema,
   relationExists,
   type CatalogQuery,
@@ -186,7 +188,8 @@ RETURNING s.max_id::text AS max_id`,
 
 /** Missing table → NOT_MIGRATED (what to run); anything else passes through for the caller's retry policy. */
 export async function translateSegmentError(err: unknown, ref: SegmentTableRef, flavor: Flavor, query?: CatalogQuery): Promise<unknown> {
-  if (!isMissingTable(err)) return err;
+  const older = isMissingColumn(err);
+  if (!older && !isMissingTable(err)) return err;
   const schema = ownSchema(flavor, ref.schema);
   const flags = [
     ...(ref.schema !== undefined && flavor !== 'mysql' ? [`--schema ${ref.schema}`] : []),
@@ -196,6 +199,8 @@ export async function translateSegmentError(err: unknown, ref: SegmentTableRef, 
     ...(ref.schema !== undefined && flavor !== 'mysql' ? [`schema: '${ref.schema}'`] : []),
     ...(ref.table !== DEFAULT_TABLE ? [`segments: { table: '${ref.table}' }`] : []),
   ];
+  const call = `migrate(knex${options.length > 0 ? `, { ${options.join(', ')} }` : ''})`;
+  if (older) return olderTableError({ table: ownObjectName(flavor, ref.schema, ref.table), call, flags: flags.join(' '), cause: err });
   return notMigratedError({
     what: `The segment table ${ownObjectName(flavor, ref.schema, ref.table)} does not exist.`,
     call: `migrate(knex${options.length > 0 ? `, { ${options.join(', ')} }` : ''})`,

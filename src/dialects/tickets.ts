@@ -11,9 +11,9 @@
  * int8 values go out as decimal strings cast in SQL and come back cast to text, so no type
  * parser on an app's pool (pg's setTypeParser(20, parseInt), a default mysql2 pool) rounds them.
  */
-import { isMissingTable } from './driver-errors.js';
-import { executorCatalogQuery, notMigratedError, olderInstallSchema, relationExists } from './missing-object.js';
-import { type Flavor, isPostgres, ownObject, ownSchema } from './detect.js';
+import { isMissingColumn, isMissingTable } from './driver-errors.js';
+import { executorCatalogQuery, notMigratedError, olderInstallSchema, olderTableError, relationExists } from './missing-object.js';
+import { type Flavor, isPostgres, ownObject, ownObjectName, ownSchema } from './detect.js';
 import type { SqlExecutor, SqlResult } from './sql.js';
 import { IdleaseError } from '../errors.js';
 import { toBigInt } from '../ids.js';
@@ -189,6 +189,14 @@ async function notMigrated(db: SqlExecutor, ref: TicketRef, cause: unknown): Pro
   const flavor = db.flavor;
   const explicitSchema = ref.schema !== undefined && isPostgres(flavor);
   const schema = ownSchema(flavor, ref.schema);
+  if (isMissingColumn(cause)) {
+    return olderTableError({
+      table: ownObjectName(flavor, ref.schema, SCHEME_TABLE),
+      call: `migrate(knex, { ${explicitSchema ? `schema: '${ref.schema}', ` : ''}tickets: { sequences: ['${ref.sequence}'] } })`,
+      flags: `${explicitSchema ? `--schema ${ref.schema} ` : ''}--no-segments --tickets ${ref.sequence}`,
+      cause,
+    });
+  }
   return notMigratedError({
     what: `The ticket objects for sequence "${ref.sequence}" are missing on this server${flavor === 'mysql' ? '' : ` (schema ${schema})`}.`,
     call: `migrate(knex, { ${explicitSchema ? `schema: '${ref.schema}', ` : ''}tickets: { sequences: ['${ref.sequence}'] } })`,
@@ -241,7 +249,7 @@ export async function readScheme(db: SqlExecutor, ref: TicketRef, forUpdate = fa
       [ref.sequence],
     );
   } catch (err) {
-    if (isMissingTable(err)) throw await notMigrated(db, ref, err);
+    if (isMissingTable(err) || isMissingColumn(err)) throw await notMigrated(db, ref, err);
     throw err;
   }
   const row = res.rows[0];
@@ -381,7 +389,7 @@ export function ticketDraw(flavor: Flavor, ref: TicketRef): (db: SqlExecutor, ge
   const text = flavor === 'mysql' ? mysqlDrawSql(ref) : postgresDrawSql(flavor, ref);
   const drawn = flavor === 'mysql' ? mysqlDrawn : postgresDrawn;
   const failed = async (db: SqlExecutor, err: unknown): Promise<never> => {
-    if (isMissingTable(err)) throw await notMigrated(db, ref, err);
+    if (isMissingTable(err) || isMissingColumn(err)) throw await notMigrated(db, ref, err);
     if ((err as { code?: string }).code === '2200H' || /reached maximum value of sequence/i.test(String((err as Error).message))) {
       throw new IdleaseError(
         'EXHAUSTED',

@@ -28,7 +28,15 @@ export interface LockHolder {
   readonly command: string;
   readonly since: string;
   /** Set by `idlease serve` once it listens: CLI commands that draw IDs go through it. */
-  readonly serve?: { readonly url: string; readonly token?: string; readonly table: string; readonly schema?: string };
+  readonly serve?: {
+    readonly url: string;
+    /** A secret of that server's run (never its token): the CLI presents it to draw and create tags through the server. */
+    readonly secret?: string;
+    readonly table: string;
+    readonly schema?: string;
+    /** The server's largest /ids batch. */
+    readonly maxBatch?: number;
+  };
 }
 
 export interface DirectoryLock {
@@ -112,8 +120,35 @@ export async function acquireDirectoryLock(dir: string, options: AcquireOptions 
   }
 }
 
+/**
+ * Open the lock file without following a symlink (O_NOFOLLOW: `<dir>.lock → victim` would
+ * otherwise have the victim truncated and rewritten) and make it the owner's only (0600), also
+ * when it was made before with a looser mode: it holds the URL and run secret of a serve.
+ */
+function openLockFile(file: string): number {
+  const nofollow = fs.constants.O_NOFOLLOW ?? 0;
+  let fd: number;
+  try {
+    fd = fs.openSync(file, fs.constants.O_RDWR | fs.constants.O_CREAT | nofollow, 0o600);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ELOOP')
+      throw new IdleaseError('BAD_CONFIG', `The lock file ${file} is a symbolic link: remove it (idlease makes its own).`, { cause: err });
+    throw err;
+  }
+  try {
+    const stat = fs.fstatSync(fd);
+    if (!stat.isFile())
+      throw new IdleaseError('BAD_CONFIG', `The lock file ${file} is not a regular file: remove it (idlease makes its own).`);
+    if (process.platform !== 'win32' && (stat.mode & 0o777) !== 0o600) fs.fchmodSync(fd, 0o600);
+  } catch (err) {
+    fs.closeSync(fd);
+    throw err;
+  }
+  return fd;
+}
+
 function tryLock(dir: string, file: string, command: string): DirectoryLock | undefined {
-  const fd = fs.openSync(file, fs.constants.O_RDWR | fs.constants.O_CREAT, 0o600);
+  const fd = openLockFile(file);
   let locked = false;
   try {
     locked = fsx.tryLock(fd);
@@ -157,7 +192,42 @@ function tryLock(dir: string, file: string, command: string): DirectoryLock | un
 function defaultCommand(): string {
   const script = process.argv[1] ? path.basename(process.argv[1]) : '';
   const bin = /^(bin|idlease)(\.[cm]?[jt]s)?$/.test(script) ? 'idlease' : ['node', script].filter(Boolean).join(' ');
-  return [bin, ...process.argv.slice(2)].join(' ').slice(0, 200);
+  return [bin, ...scrubArgs(process.argv.slice(2))].join(' ').slice(0, 200);
+}
+
+/** Options whose value is a secret, or may carry one: their values never reach the lock file. */
+const SECRET_OPTIONS = /^--(token|password|secret)/i;
+
+/**
+ * A URL in argv with everything between `//` and its last `@` hidden (user and password): cruder
+ * than urls.ts's redact(), on purpose, so that this floor needs no URL parser and no password
+ * spelling (unencoded `@` or `/`) survives.
+ */
+const hideUserinfo = (text: string): string =>
+  text.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^?#]*@/i, '$1***@').replace(/([?&](password\d?|sslpassword)=)[^&]*/gi, '$1***');
+
+/** argv fit for the lock file: secret options' values replaced, URLs' user and password hidden. */
+export function scrubArgs(args: readonly string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    const eq = arg.indexOf('=');
+    const name = eq < 0 ? arg : arg.slice(0, eq);
+    if (SECRET_OPTIONS.test(name) && !/-file$/.test(name)) {
+      if (eq >= 0) out.push(`${name}=***`);
+      else {
+        out.push(arg);
+        if (i + 1 < args.length) {
+          out.push('***');
+          i++;
+        }
+      }
+    } else
+      out.push(
+        arg.includes('://') ? (eq >= 0 && arg.startsWith('--') ? `${name}=${hideUserinfo(arg.slice(eq + 1))}` : hideUserinfo(arg)) : arg,
+      );
+  }
+  return out;
 }
 
 function lockedError(dir: string, holder: LockHolder | undefined, timeoutMs: number): IdleaseError {

@@ -1,7 +1,9 @@
 /**
- * `idlease serve`: segment IDs over HTTP for services in any language. node:http with a
- * hand-rolled router of six routes: the hot route is one string split and one resolved
- * promise, and bench/serve.ts holds it to ≥ 0.8× a bare node:http counter server.
+ * `idlease serve`: segment IDs over HTTP for services in any language, on node:http. Its
+ * concerns live in rooms of their own: the route table (routes.ts), the auth check (auth.ts),
+ * the connection limiter (connections.ts), the error→HTTP mapper (http-errors.ts) and the
+ * served tags (tags.ts); this file wires them. The hot route is one string test and one
+ * resolved promise, and bench/serve.ts holds it to ≥ 0.8× a bare node:http counter server.
  *
  *   GET  /api/segment/get/{tag}           the next ID as text (Leaf's API)
  *   GET  /api/snowflake/get/{key}         a snowflake ID as text (Leaf's API; the key is only validated, as in Leaf)
@@ -9,27 +11,29 @@
  *   POST /v1/segment/{tag}/lease?step=S   {"start": "…", "end": "…"} — a range for a remote client
  *   GET  /api/redis/get/{tag}             with a Redis client: the next ID of the tag's Redis sequence (one order across servers)
  *   GET  /v1/redis/{tag}/ids?n=N          the same, a batch
- *   GET  /metrics  /healthz  /readyz
+ *   GET  /metrics  /healthz  /readyz      (HEAD too)
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
 import { MAX_ROW_STEP } from '../dialects/segments.js';
-import { errorCategory, IdleaseError, isIdleaseError } from '../errors.js';
-import { collectMetrics, remoteLeaseCounter } from '../metrics/collect.js';
+import { IdleaseError } from '../errors.js';
+import { collectMetrics } from '../metrics/collect.js';
 import { probe } from '../dialects/connection-errors.js';
 import { knexExecutor, type KnexLike } from '../drivers/knex.js';
 import { settlesWithin } from '../runtime/deadline.js';
-import { addTag, listTags } from '../segment/admin.js';
-import { createSegmentAllocator } from '../segment/allocator.js';
-import { createKnexSegmentStore, type SegmentStore } from '../segment/store.js';
+import { createKnexSegmentStore } from '../segment/store.js';
 import type { SegmentAllocator } from '../segment/types.js';
 import { createSnowflakeAllocator } from '../snowflake/allocator.js';
 import type { SnowflakeAllocator } from '../snowflake/types.js';
 import { createRedisSequence } from '../redis-sequence/sequence.js';
 import type { RedisSequence } from '../redis-sequence/types.js';
+import { createAuth } from './auth.js';
+import { createConnectionLimiter } from './connections.js';
+import { errorResponder, HttpError } from './http-errors.js';
+import { intParam, queryParam, RouteTable, type Route } from './routes.js';
+import { ServedTags } from './tags.js';
 
 export interface ServeOptions {
   readonly knex: KnexLike;
@@ -37,13 +41,22 @@ export interface ServeOptions {
   readonly port: number;
   /** Serve only these tags (each must exist). Default: every tag in the table. */
   readonly tags?: readonly string[];
-  /** Bearer token every /api and /v1 request must carry. */
+  /** Bearer token every /api and /v1 request must carry (never empty). */
   readonly token?: string;
+  /**
+   * A secret of this run, written only into the embedded directory's lock file (0600): the CLI
+   * of the same user presents it to draw through the server and to create tags there.
+   */
+  readonly runSecret?: string;
   /** Require the token on /metrics too (health endpoints stay open for probes). */
   readonly protectMetrics?: boolean;
+  /** Let requests carrying the token add a missing tag (`/ids?create=1`). Default off. */
+  readonly allowCreate?: boolean;
+  /** Host header names accepted (DNS-rebinding defence). Default: any. */
+  readonly allowedHosts?: readonly string[];
   readonly table?: string;
   readonly schema?: string;
-  /** Largest n for /ids. Default 100,000. */
+  /** Largest n for /ids. Default 10,000 (a response of ~230 KB). */
   readonly maxBatch?: number;
   /** Largest step for /lease. Default 10,000,000. */
   readonly maxLeaseStep?: number;
@@ -51,12 +64,12 @@ export interface ServeOptions {
   readonly maxStep?: number;
   /** Worker-id group of the server's snowflake allocator. Default 'serve'. */
   readonly snowflakeGroup?: string;
-  /**
-   * Honour `?create=1` on /ids by adding a missing tag, as `idlease next` does on the embedded
-   * database (the CLI sends its draws through a serve that holds that directory). Off on servers:
-   * there, tags are never created over HTTP.
-   */
-  readonly createTags?: boolean;
+  /** Requests waiting on one connection before it is closed. Default 32. */
+  readonly maxPipelined?: number;
+  /** Open connections at most. Default 1024. */
+  readonly maxConnections?: number;
+  /** A connection that moves no byte for this long is closed. Default 30,000 ms. */
+  readonly idleTimeoutMs?: number;
   /** A connected node-redis or ioredis client: served tags are also issued by Redis sequences (/api/redis, /v1/redis). Not closed by close(). */
   readonly redis?: unknown;
   readonly logger: Logger;
@@ -69,132 +82,55 @@ export interface IdServer {
   close(timeoutMs?: number): Promise<void>;
 }
 
-type HttpCode = 'NOT_FOUND' | 'METHOD_NOT_ALLOWED' | 'UNAUTHORIZED' | 'PAYLOAD_TOO_LARGE' | 'SHUTTING_DOWN';
-
-class HttpError extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: HttpCode | IdleaseError['code'],
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
-const STATUS_BY_CATEGORY = { client: 400, config: 500, unavailable: 503, invariant: 500 } as const;
-
-function statusOf(err: unknown): number {
-  if (err instanceof HttpError) return err.status;
-  if (isIdleaseError(err, 'UNKNOWN_TAG')) return 404;
-  const category = errorCategory(err);
-  return category === undefined ? 500 : STATUS_BY_CATEGORY[category];
-}
-
-function digest(s: string): Buffer {
-  return createHash('sha256').update(s).digest();
-}
-
-function queryParam(query: string, name: string): string | undefined {
-  return new RegExp(`(?:^|&)${name}=([^&]*)`).exec(query)?.[1];
-}
-
-function intParam(query: string, name: string, min: number, max: number): number {
-  const raw = queryParam(query, name);
-  const v = raw !== undefined && /^\d{1,16}$/.test(raw) ? Number(raw) : NaN;
-  if (!Number.isSafeInteger(v) || v < min || v > max) {
-    throw new IdleaseError(
-      'BAD_ARGUMENT',
-      `?${name}= must be an integer from ${min} to ${max}, got ${raw === undefined ? 'nothing' : JSON.stringify(raw.slice(0, 40))}.`,
-    );
-  }
-  return v;
-}
-
+/** Largest n for /ids unless --max-batch says otherwise. */
+export const DEFAULT_MAX_BATCH = 10_000;
 const MAX_BODY = 1024;
 const LEAF_PREFIX = '/api/segment/get/';
 const PLAIN_TAG = /^[A-Za-z0-9_.-]{1,128}$/;
 
-function sendId(res: http.ServerResponse, id: bigint): void {
-  const body = String(id);
+function sendText(res: http.ServerResponse, body: string): void {
   res.writeHead(200, { 'content-type': 'text/plain', 'content-length': body.length });
   res.end(body);
 }
 
-function tagOf(segment: string): string {
-  try {
-    return decodeURIComponent(segment);
-  } catch {
-    throw new IdleaseError('BAD_ARGUMENT', 'The tag in the path is not valid percent-encoding.');
-  }
+/** `{"ids": ["…", …]}` written by hand: a JSON.stringify replacer runs once per ID (100,000 calls for a large batch). */
+function sendIds(res: http.ServerResponse, ids: readonly bigint[]): void {
+  const body = ids.length === 0 ? '{"ids":[]}' : `{"ids":["${ids.join('","')}"]}`;
+  res.writeHead(200, { 'content-type': 'application/json', 'content-length': body.length });
+  res.end(body);
+}
+
+function sendJson(res: http.ServerResponse, status: number, value: unknown): void {
+  const body = JSON.stringify(value, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v));
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+  res.end(body);
 }
 
 export async function startServer(o: ServeOptions): Promise<IdServer> {
-  const maxBatch = o.maxBatch ?? 100_000;
+  if (o.token !== undefined && o.token.length === 0)
+    throw new IdleaseError('BAD_CONFIG', 'The token is empty (an unset variable?): give a real token, or none on a loopback address.');
+  const maxBatch = o.maxBatch ?? DEFAULT_MAX_BATCH;
   const maxLeaseStep = Math.min(o.maxLeaseStep ?? 10_000_000, MAX_ROW_STEP);
-  const table = { table: o.table, schema: o.schema };
-  const store: SegmentStore = createKnexSegmentStore(o.knex, { table: o.table, schema: o.schema });
+  const store = createKnexSegmentStore(o.knex, { table: o.table, schema: o.schema });
   const db = knexExecutor(o.knex);
   const registry = new Registry();
-  const allocators = new Map<string, SegmentAllocator>();
+  collectMetrics(registry); // the metric families exist even before the first tag
+  const tags = new ServedTags({ knex: o.knex, tags: o.tags, table: o.table, schema: o.schema, maxStep: o.maxStep, registry });
   const sequences = new Map<string, RedisSequence>();
-  const tokenDigest = o.token ? digest(o.token) : undefined;
-  let known = new Set<string>();
-  let knownAt = 0;
+  const auth = createAuth(o);
+  const limiter = createConnectionLimiter(o);
+  const respondError = errorResponder(o.logger);
   let closing = false;
   // Created at the first snowflake request, so a server without idlease_workers still serves segments.
   let snowflake: Promise<SnowflakeAllocator> | undefined;
 
-  const countRemoteLease = remoteLeaseCounter(registry);
-  collectMetrics(registry); // the metric families exist even before the first tag
-
-  /**
-   * Every served tag gets its allocator (and so its metrics, at zero) as soon as it is known:
-   * creating one costs no database round trip (the first lease waits for the first ID), and
-   * an alert on a tag needs its series before the tag's first request.
-   */
-  function serveTag(tag: string): SegmentAllocator {
-    let a = allocators.get(tag);
-    if (a) return a;
-    a = createSegmentAllocator({
-      knex: o.knex,
-      tag,
-      table: o.table,
-      schema: o.schema,
-      ...(o.maxStep === undefined ? {} : { maxStep: o.maxStep }),
-    });
-    allocators.set(tag, a);
-    collectMetrics(registry, a);
-    countRemoteLease(tag, 0);
-    return a;
-  }
-
-  async function refreshTags(): Promise<void> {
-    const rows = await listTags(o.knex, table);
-    known = new Set(rows.map((r) => r.tag).filter((t) => !o.tags || o.tags.includes(t)));
-    knownAt = Date.now();
-    if (!closing) for (const tag of known) serveTag(tag);
-  }
-  await refreshTags();
-  const missing = (o.tags ?? []).filter((t) => !known.has(t));
+  await tags.refresh();
+  const missing = tags.missing();
   if (missing.length > 0) {
     throw new IdleaseError(
       'UNKNOWN_TAG',
       `--tags names tags that do not exist: ${missing.join(', ')}. Add them first: idlease tag add <tag>.`,
     );
-  }
-
-  /** The allocator for a served tag; tags added since the last look are found at most once a second. */
-  async function allocatorFor(tag: string): Promise<SegmentAllocator> {
-    const a = allocators.get(tag);
-    if (a) return a;
-    if (!known.has(tag) && Date.now() - knownAt > 1_000 && (!o.tags || o.tags.includes(tag))) await refreshTags();
-    if (!known.has(tag)) {
-      throw new IdleaseError(
-        'UNKNOWN_TAG',
-        `Tag ${JSON.stringify(tag)} is not served here${o.tags ? ` (--tags ${o.tags.join(',')})` : ''}. Tags are never created over HTTP: idlease tag add ${tag}.`,
-      );
-    }
-    return serveTag(tag);
   }
 
   /** The Redis sequence of a served tag, made on its first request. */
@@ -207,7 +143,7 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
         'NOT_FOUND',
         'This server has no Redis: start it with --redis-url redis://… to serve /api/redis and /v1/redis.',
       );
-    await allocatorFor(tag); // only served tags
+    await tags.allocatorFor(tag); // only served tags
     s = sequences.get(tag);
     if (s) return s;
     s = createRedisSequence({
@@ -221,74 +157,6 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
     sequences.set(tag, s);
     collectMetrics(registry, s);
     return s;
-  }
-
-  async function addMissingTag(tag: string, query: string): Promise<void> {
-    if (known.has(tag) || (o.tags && !o.tags.includes(tag))) return;
-    const start = queryParam(query, 'start');
-    const step = queryParam(query, 'step');
-    await addTag(o.knex, {
-      ...table,
-      tag,
-      ...(start ? { start } : {}),
-      ...(step ? { step: intParam(query, 'step', 1, MAX_ROW_STEP) } : {}),
-    });
-    known.add(tag);
-  }
-
-  function authorized(req: http.IncomingMessage): boolean {
-    if (!tokenDigest) return true;
-    const h = req.headers.authorization;
-    if (typeof h !== 'string' || !h.startsWith('Bearer ')) return false;
-    return timingSafeEqual(digest(h.slice(7)), tokenDigest);
-  }
-
-  let lastErrorLog = 0;
-  function fail(res: http.ServerResponse, err: unknown): void {
-    const status = statusOf(err);
-    const code = err instanceof HttpError || isIdleaseError(err) ? err.code : 'INTERNAL';
-    const message = err instanceof Error ? err.message : String(err);
-    // Under an outage every request fails the same way: one log line a second is enough.
-    if (status >= 500 && Date.now() - lastErrorLog > 1_000) {
-      lastErrorLog = Date.now();
-      o.logger.error({ event: 'request-failed', status, code, err: message }, 'request failed');
-    }
-    if (res.headersSent) {
-      res.destroy();
-      return;
-    }
-    const body = JSON.stringify({ code, message });
-    res.writeHead(status, {
-      'content-type': 'application/json',
-      'content-length': Buffer.byteLength(body),
-      ...(status === 401 ? { 'www-authenticate': 'Bearer' } : {}),
-    });
-    res.end(body);
-  }
-
-  function json(res: http.ServerResponse, status: number, value: unknown): void {
-    const body = JSON.stringify(value, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v));
-    res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
-    res.end(body);
-  }
-
-  async function ready(): Promise<{
-    ready: boolean;
-    database: string;
-    tags: Record<string, { remaining: string; lastError: string | undefined }>;
-  }> {
-    const answer = await probe(db, 1_000);
-    const database =
-      answer === 'ok' ? 'ok' : answer === 'late' ? 'no answer within 1000 ms' : ((answer.error as Error)?.message ?? String(answer.error));
-    const tags: Record<string, { remaining: string; lastError: string | undefined }> = {};
-    let runway = true;
-    for (const [tag, a] of allocators) {
-      const s = a.stats();
-      const lastError = s.lastError === undefined ? undefined : ((s.lastError as Error).message ?? String(s.lastError));
-      tags[tag] = { remaining: s.remaining.toString(), lastError };
-      if (s.remaining === 0n && lastError !== undefined) runway = false;
-    }
-    return { ready: database === 'ok' && runway && !closing, database, tags };
   }
 
   async function snowflakeAllocator(): Promise<SnowflakeAllocator> {
@@ -315,128 +183,188 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
     return snowflake;
   }
 
-  async function route(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    const url = req.url ?? '/';
-    const q = url.indexOf('?');
-    const path = q < 0 ? url : url.slice(0, q);
-    const query = q < 0 ? '' : url.slice(q + 1);
-    const parts = path.split('/');
-    // parts[0] is '' (the path starts with '/').
-    if (parts[1] === 'api' && parts[2] === 'segment' && parts[3] === 'get' && parts.length === 5) {
-      guard(req, 'GET', true);
-      const a = await allocatorFor(tagOf(parts[4]!));
-      sendId(res, await a.next());
-      return;
-    }
-    if (parts[1] === 'api' && parts[2] === 'snowflake' && parts[3] === 'get' && parts.length === 5) {
-      guard(req, 'GET', true);
-      tagOf(parts[4]!);
-      sendId(res, await (await snowflakeAllocator()).next());
-      return;
-    }
-    if (parts[1] === 'v1' && parts[2] === 'segment' && parts.length === 5) {
-      const tag = tagOf(parts[3]!);
-      if (parts[4] === 'ids') {
-        guard(req, 'GET', true);
+  /**
+   * Ready means: the database answers within 1 s and the server is not shutting down. A tag out
+   * of IDs is that tag's problem (its requests fail with EXHAUSTED), reported per tag, never a
+   * reason to take the whole server out of rotation. Without the token: ready or not, nothing else.
+   */
+  async function readiness(full: boolean): Promise<{ status: number; body: unknown }> {
+    const answer = await probe(db, 1_000);
+    const database = answer === 'ok' ? 'ok' : answer === 'late' ? 'no answer within 1000 ms' : 'unreachable';
+    const ready = database === 'ok' && !closing;
+    return { status: ready ? 200 : 503, body: full ? { ready, database, tags: tags.report() } : { ready } };
+  }
+
+  const routes = new RouteTable([
+    {
+      method: 'GET',
+      path: '/api/segment/get/{tag}',
+      access: 'token',
+      async handle({ res, params }) {
+        sendText(res, String(await (await tags.allocatorFor(params.tag!)).next()));
+      },
+    },
+    {
+      method: 'GET',
+      path: '/api/snowflake/get/{key}',
+      access: 'token',
+      async handle({ res }) {
+        sendText(res, String(await (await snowflakeAllocator()).next()));
+      },
+    },
+    {
+      method: 'GET',
+      path: '/v1/segment/{tag}/ids',
+      access: 'token',
+      async handle({ req, res, params, query }) {
         const n = intParam(query, 'n', 1, maxBatch);
-        if (o.createTags && queryParam(query, 'create') === '1') await addMissingTag(tag, query);
-        const a = await allocatorFor(tag);
-        json(res, 200, { ids: await a.nextBatch(n) });
-        return;
-      }
-      if (parts[4] === 'lease') {
-        guard(req, 'POST', true);
+        if (queryParam(query, 'create') === '1') {
+          if (!auth.mayCreate(req))
+            throw new HttpError(
+              403,
+              'FORBIDDEN',
+              'Tags are created over HTTP only with the token on a server started with --allow-create; else: idlease tag add <tag>.',
+            );
+          await tags.create(params.tag!, queryParam(query, 'start'), queryParam(query, 'step'));
+        }
+        sendIds(res, await (await tags.allocatorFor(params.tag!)).nextBatch(n));
+      },
+    },
+    {
+      method: 'POST',
+      path: '/v1/segment/{tag}/lease',
+      access: 'token',
+      async handle({ res, params, query }) {
+        const tag = params.tag!;
         const step = intParam(query, 'step', 1, maxLeaseStep);
-        await allocatorFor(tag); // only served tags
+        await tags.allocatorFor(tag); // only served tags
         // The same one-statement lease the allocators use: this range overlaps nobody's.
         const r = await store.lease(tag, step);
         if (r.kind === 'unknown') throw new IdleaseError('UNKNOWN_TAG', `Tag ${JSON.stringify(tag)} has no row.`);
         if (r.kind === 'full')
           throw new IdleaseError('EXHAUSTED', `Tag ${JSON.stringify(tag)} cannot lease ${step} more IDs below 2^63−1 (max_id ${r.maxId}).`);
-        countRemoteLease(tag, step);
-        json(res, 200, { start: (r.end - BigInt(step) + 1n).toString(), end: r.end.toString() });
-        return;
-      }
-    }
-    if (parts[1] === 'api' && parts[2] === 'redis' && parts[3] === 'get' && parts.length === 5) {
-      guard(req, 'GET', true);
-      sendId(res, await (await sequenceFor(tagOf(parts[4]!))).next());
-      return;
-    }
-    if (parts[1] === 'v1' && parts[2] === 'redis' && parts[4] === 'ids' && parts.length === 5) {
-      guard(req, 'GET', true);
-      const n = intParam(query, 'n', 1, maxBatch);
-      json(res, 200, { ids: await (await sequenceFor(tagOf(parts[3]!))).nextBatch(n) });
-      return;
-    }
-    if (parts.length === 2) {
-      if (parts[1] === 'healthz') {
-        guard(req, 'GET', false);
-        json(res, 200, { status: 'ok' });
-        return;
-      }
-      if (parts[1] === 'readyz') {
-        guard(req, 'GET', false);
-        const r = await ready();
-        json(res, r.ready ? 200 : 503, r);
-        return;
-      }
-      if (parts[1] === 'metrics') {
-        guard(req, 'GET', o.protectMetrics === true);
+        tags.countRemoteLease(tag, step);
+        sendJson(res, 200, { start: (r.end - BigInt(step) + 1n).toString(), end: r.end.toString() });
+      },
+    },
+    {
+      method: 'GET',
+      path: '/api/redis/get/{tag}',
+      access: 'token',
+      async handle({ res, params }) {
+        sendText(res, String(await (await sequenceFor(params.tag!)).next()));
+      },
+    },
+    {
+      method: 'GET',
+      path: '/v1/redis/{tag}/ids',
+      access: 'token',
+      async handle({ res, params, query }) {
+        const n = intParam(query, 'n', 1, maxBatch);
+        sendIds(res, await (await sequenceFor(params.tag!)).nextBatch(n));
+      },
+    },
+    {
+      method: 'GET',
+      path: '/healthz',
+      access: 'open',
+      head: true,
+      async handle({ res }) {
+        sendJson(res, 200, { status: 'ok' });
+      },
+    },
+    {
+      method: 'GET',
+      path: '/readyz',
+      access: 'open',
+      head: true,
+      async handle({ req, res }) {
+        const r = await readiness(auth.required ? auth.authorized(req) : true);
+        sendJson(res, r.status, r.body);
+      },
+    },
+    {
+      method: 'GET',
+      path: '/metrics',
+      access: 'metrics',
+      head: true,
+      async handle({ res }) {
         const body = await registry.metrics();
         res.writeHead(200, { 'content-type': registry.contentType, 'content-length': Buffer.byteLength(body) });
         res.end(body);
-        return;
+      },
+    } satisfies Route,
+  ]);
+
+  async function route(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const path = q < 0 ? url : url.slice(0, q);
+    const found = routes.find(path, req.method ?? 'GET');
+    if (!found.match) {
+      if (found.allowed.length > 0) {
+        res.setHeader('allow', found.allowed.join(', '));
+        throw new HttpError(405, 'METHOD_NOT_ALLOWED', `Use ${found.allowed.join(' or ')} here.`);
       }
+      throw new HttpError(404, 'NOT_FOUND', `No route ${JSON.stringify(path.slice(0, 100))}. Routes: ${routes.describe()}.`);
     }
-    throw new HttpError(
-      404,
-      'NOT_FOUND',
-      `No route ${JSON.stringify(path.slice(0, 100))}. Routes: GET /api/segment/get/{tag}, GET /api/snowflake/get/{key}, GET /v1/segment/{tag}/ids?n=, POST /v1/segment/{tag}/lease?step=, GET /api/redis/get/{tag}, GET /v1/redis/{tag}/ids?n=, GET /metrics, /healthz, /readyz.`,
-    );
+    const { route: r, params } = found.match;
+    auth.check(req, r.access);
+    if (closing && r.access !== 'open')
+      throw new HttpError(503, 'SHUTTING_DOWN', 'The server is shutting down; retry on another instance.');
+    await r.handle({ req, res, params, query: q < 0 ? '' : url.slice(q + 1) });
   }
 
-  function guard(req: http.IncomingMessage, method: 'GET' | 'POST', needsToken: boolean): void {
-    if (req.method !== method) throw new HttpError(405, 'METHOD_NOT_ALLOWED', `Use ${method} here.`);
-    if (needsToken && !authorized(req))
-      throw new HttpError(
-        401,
-        'UNAUTHORIZED',
-        'Send Authorization: Bearer <token> (the --token / IDLEASE_TOKEN the server was started with).',
-      );
-    if (closing) throw new HttpError(503, 'SHUTTING_DOWN', 'The server is shutting down; retry on another instance.');
-  }
-
-  const server = http.createServer({ maxHeaderSize: 8 * 1024, requestTimeout: 30_000, headersTimeout: 10_000 }, (req, res) => {
-    const length = Number(req.headers['content-length'] ?? 0);
-    if (length > MAX_BODY || req.headers['transfer-encoding'] !== undefined) {
-      fail(res, new HttpError(413, 'PAYLOAD_TOO_LARGE', `Requests carry no body (at most ${MAX_BODY} bytes).`));
-      req.destroy();
-      return;
-    }
-    if (closing) res.setHeader('connection', 'close');
-    req.resume();
+  function handle(req: http.IncomingMessage, res: http.ServerResponse): void {
+    const done = () => limiter.done(res);
     // The hot route without the router: a served tag spelled plainly, no query string.
     const url = req.url ?? '';
     if (url.startsWith(LEAF_PREFIX) && req.method === 'GET' && !closing && PLAIN_TAG.test(url.slice(LEAF_PREFIX.length))) {
-      const a = allocators.get(url.slice(LEAF_PREFIX.length));
-      if (a && authorized(req)) {
+      const a = tags.allocators.get(url.slice(LEAF_PREFIX.length));
+      if (a && auth.authorized(req) && !o.allowedHosts) {
         a.next().then(
-          (id) => sendId(res, id),
-          (err: unknown) => fail(res, err),
+          (id) => {
+            sendText(res, String(id));
+            done();
+          },
+          (err: unknown) => {
+            respondError(req, res, err);
+            done();
+          },
         );
         return;
       }
     }
-    route(req, res).catch((err: unknown) => fail(res, err));
-  });
+    route(req, res).then(done, (err: unknown) => {
+      respondError(req, res, err);
+      done();
+    });
+  }
+
+  const server = http.createServer(
+    { maxHeaderSize: 8 * 1024, requestTimeout: 30_000, headersTimeout: 10_000, keepAliveTimeout: 5_000 },
+    (req, res) => {
+      const length = Number(req.headers['content-length'] ?? 0);
+      if (length > MAX_BODY || req.headers['transfer-encoding'] !== undefined) {
+        respondError(req, res, new HttpError(413, 'PAYLOAD_TOO_LARGE', `Requests carry no body (at most ${MAX_BODY} bytes).`));
+        req.destroy();
+        return;
+      }
+      if (closing) res.setHeader('connection', 'close');
+      req.resume();
+      limiter.run(req, () => handle(req, res));
+    },
+  );
+  limiter.apply(server);
   server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
     // Malformed requests (bad request line, oversized headers): answer 400/431 and hang up, never crash.
     if (!socket.writable) return;
     const [status, reason, code] =
       err.code === 'HPE_HEADER_OVERFLOW'
         ? [431, 'Request Header Fields Too Large', 'HEADERS_TOO_LARGE']
-        : [400, 'Bad Request', 'BAD_REQUEST'];
+        : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+          ? [408, 'Request Timeout', 'REQUEST_TIMEOUT']
+          : [400, 'Bad Request', 'BAD_REQUEST'];
     const body = JSON.stringify({ code, message: `${reason}: the request could not be parsed.` });
     socket.end(
       `HTTP/1.1 ${status} ${reason}\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
@@ -451,16 +379,17 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
 
   return {
     url,
-    allocators,
+    allocators: tags.allocators,
     async close(timeoutMs = 10_000) {
       closing = true;
+      tags.closing = true;
       const drained = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
       await settlesWithin(drained, timeoutMs);
       server.closeAllConnections();
       const sf = snowflake?.catch(() => undefined);
       await Promise.all(
-        [...allocators.values(), ...sequences.values()].map((a) => a.close()).concat(sf ? [sf.then((a) => a?.close())] : []),
+        [...tags.allocators.values(), ...sequences.values()].map((a) => a.close()).concat(sf ? [sf.then((a) => a?.close())] : []),
       );
     },
   };

@@ -16,7 +16,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect } from '../../src/connect.js';
 import { migrate } from '../../src/migrations/migrate.js';
-import { addTag } from '../../src/segment/index.js';
+import { addTag, listTags } from '../../src/segment/index.js';
 import { createTicketAllocator, type TicketEvent } from '../../src/ticket/index.js';
 import { isIdleaseError } from '../../src/errors.js';
 import { instanceExpression } from '../../src/dialects/instance.js';
@@ -135,6 +135,15 @@ describe('segment allocators on Galera (HA)', () => {
         results.every((r) => r.ids > r.idsAtMark!),
         why,
       ).toBe(true);
+      // One instance for the cluster: leases on every node, a node killed and back, and the row never jumped.
+      const check = connect(cluster.nodes[0]!.url, { poolMax: 1 });
+      try {
+        const row = (await listTags(check)).find((r) => r.tag === 'order')!;
+        expect(row.instance).toMatch(/^galera:/);
+        expect(row.jumps, why).toBe(0);
+      } finally {
+        await check.destroy();
+      }
     } finally {
       stopHaWorkers(dir);
       rmSync(dir, { recursive: true, force: true });

@@ -4,7 +4,7 @@
  * its own port and is stopped by the test that started it (call `destroy()` in afterAll).
  */
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { appendFileSync, mkdtempSync, rmSync, chownSync, existsSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, rmSync, chownSync, existsSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import net from 'node:net';
 import path from 'node:path';
@@ -146,6 +146,8 @@ export interface PostgresOptions {
    * such an address with `settings: { listen_addresses: … }`.
    */
   readonly trustNetworks?: readonly string[];
+  /** Replace initdb's pg_hba.conf with these lines (e.g. `hostssl all all 127.0.0.1/32 trust` only, for a TLS-only server). */
+  readonly hba?: readonly string[];
 }
 
 export interface PostgresInstance extends ServerInstance {
@@ -183,6 +185,7 @@ export async function startPostgres(options: PostgresOptions = {}): Promise<Post
       'stream',
       '--no-sync',
     ]);
+  if (options.hba) writeFileSync(path.join(dir, 'pg_hba.conf'), options.hba.join('\n') + '\n');
   for (const cidr of options.trustNetworks ?? []) appendFileSync(path.join(dir, 'pg_hba.conf'), `host all all ${cidr} trust\n`);
   let child: ChildProcess | undefined;
   const inst: PostgresInstance = {

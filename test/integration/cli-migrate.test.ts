@@ -159,7 +159,11 @@ describe('idlease migrate (CLI) on a database an idlease 0.1 migrated (PostgreSQ
     expect(first.stdout.split('\n')).toContain('moved public.idlease_segments to idlease.idlease_segments');
     expect(first.stdout).toContain('moved public.idlease_migrations to idlease.idlease_migrations');
     // Only what 0.1 never had: the worker table's instance marker (issue 24).
-    expect(first.stdout.split('\n').filter((l) => l.startsWith('applied'))).toEqual(['applied workers:idlease_workers:v2']);
+    expect(first.stdout.split('\n').filter((l) => l.startsWith('applied'))).toEqual([
+      'applied segments:idlease_segments:v2',
+      'applied tickets:default:v2',
+      'applied workers:idlease_workers:v2',
+    ]);
     const again = await runCli(['--url', db.url, 'migrate', '--json']);
     expect(JSON.parse(again.stdout)).toEqual({ applied: [], moved: [], direction: 'up' });
   });

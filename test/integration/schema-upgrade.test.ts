@@ -25,6 +25,9 @@ const MOVED = [
   'idlease_workers',
 ];
 
+/** What migrate applies to a 0.1 install of every object: the versions added since. */
+const UPGRADE = ['segments:idlease_segments:v2', 'tickets:default:v2', 'workers:idlease_workers:v2'];
+
 async function rows(knex: Knex, sql: string, bindings: readonly Knex.RawBinding[] = []): Promise<Array<Record<string, unknown>>> {
   return ((await knex.raw(sql, bindings)) as { rows: Array<Record<string, unknown>> }).rows;
 }
@@ -53,19 +56,14 @@ async function expectRowsKept(knex: Knex, maxIds: ReadonlyMap<string, bigint>): 
 /** An 0.1 install that has been used: two tags leased, tickets drawn, a worker id held. */
 async function usedLegacyInstall(knex: Knex): Promise<{ maxIds: Map<string, bigint>; lastTicket: bigint; holderToken: string }> {
   await installLegacyV1(knex);
-  // schema: 'public' issues exactly the statements 0.1 did against its unqualified tables.
-  await addTag(knex, { tag: 'order', schema: 'public', step: 100 });
-  await addTag(knex, { tag: 'user', schema: 'public', start: 5_000_000_000n });
-  for (const tag of ['order', 'user']) {
-    const a = createSegmentAllocator({ knex, tag, schema: 'public', minStep: 100, maxStep: 100, preloadMs: 0 });
-    await a.nextBatch(250);
-    // close() gives the unused tail back: the row ends at the last ID handed out.
-    await a.close();
-  }
-  const t = createTicketAllocator({ servers: [{ knex, offset: 1 }], schema: 'public' });
+  // The statements 0.1 ran against its unqualified tables (today's code needs the failover columns,
+  // which the upgrade adds): two tags, 250 IDs leased from each, five tickets drawn.
+  await knex.raw(`INSERT INTO public.idlease_segments (tag, max_id, step) VALUES ('order', 0, 100), ('user', 4999999999, 1000)`);
+  await knex.raw(`UPDATE public.idlease_segments SET max_id = max_id + 250`);
   let lastTicket = 0n;
-  for (let i = 0; i < 5; i++) lastTicket = await t.next();
-  await t.close();
+  for (let i = 0; i < 5; i++) {
+    lastTicket = BigInt(String((await rows(knex, `SELECT nextval('public.idlease_tickets_default')::text AS id`))[0]!.id));
+  }
   // A worker id claimed as 0.1 did (its table has no instance marker, which today's claim reads).
   const holder = newHolder();
   await knex.raw(
@@ -122,7 +120,7 @@ describe.each(['postgres', 'pglite'] as TestFlavor[])('upgrading an idlease 0.1 
       expect(await idleaseRelations(old.knex, 'idlease')).toEqual([]);
 
       const result = await migrate(old.knex, LEGACY_V1_OPTIONS);
-      expect(result.applied).toEqual(['workers:idlease_workers:v2']);
+      expect(result.applied).toEqual(UPGRADE);
       expect(result.moved.map((m) => m.to)).toEqual(MOVED.map((n) => `idlease.${n}`));
       expect(result.moved.map((m) => m.from)).toEqual(MOVED.map((n) => `public.${n}`));
 
@@ -130,7 +128,7 @@ describe.each(['postgres', 'pglite'] as TestFlavor[])('upgrading an idlease 0.1 
       await expectRowsKept(old.knex, before.maxIds);
       expect((await rows(old.knex, 'SELECT name FROM idlease.idlease_migrations ORDER BY id')).map((r) => r.name)).toEqual([
         ...recorded,
-        'workers:idlease_workers:v2',
+        ...UPGRADE,
       ]);
       expect(
         await rows(old.knex, 'SELECT worker_group, worker_id, holder_token, max_time_ms::text AS m FROM idlease.idlease_workers'),
@@ -193,7 +191,7 @@ describe('two migrators at once on an idlease 0.1 install (PostgreSQL)', () => {
     const moved = results.filter((r) => r.moved.length > 0);
     expect(moved).toHaveLength(1);
     expect(moved[0]!.moved.map((m) => m.to)).toEqual(MOVED.map((n) => `idlease.${n}`));
-    expect(results.flatMap((r) => r.applied)).toEqual(['workers:idlease_workers:v2']);
+    expect(results.flatMap((r) => r.applied)).toEqual(UPGRADE);
     await expectRowsKept(db.knex, before.maxIds);
     expect(await idleaseRelations(db.knex, 'public')).toEqual(['idlease_next_id_seq']);
   });
@@ -283,7 +281,7 @@ describe("schema: 'public' keeps an idlease 0.1 install where it is (PostgreSQL)
   it('moves nothing, re-runs nothing, and allocators with the same option go on above the old max', { timeout: 60_000 }, async () => {
     const before = await usedLegacyInstall(db.knex);
     expect(await migrate(db.knex, { ...LEGACY_V1_OPTIONS, schema: 'public' })).toEqual({
-      applied: ['workers:idlease_workers:v2'],
+      applied: UPGRADE,
       moved: [],
       direction: 'up',
     });
@@ -364,7 +362,7 @@ describe('the knex CLI and a crashed 0.1 migration meet the move (PostgreSQL)', 
       await unlockMigrations(db.knex);
       const result = await migrate(db.knex, LEGACY_V1_OPTIONS);
       expect(result.moved.map((m) => m.to)).toEqual(MOVED.map((n) => `idlease.${n}`));
-      expect(result.applied).toEqual(['workers:idlease_workers:v2']);
+      expect(result.applied).toEqual(UPGRADE);
       await expectRowsKept(db.knex, before.maxIds);
       // The knex CLI now finds the tables where it installs them.
       await db.knex.migrate.latest({
@@ -451,9 +449,9 @@ describe("knex's bookkeeping in public is never taken for an older install (Post
       expect(await publicTables(other.knex)).toEqual(before);
       expect(await idleaseRelations(other.knex, 'idlease')).toEqual([]);
       // The way out it names: keep the old location.
-      expect((await migrate(other.knex, { ...LEGACY_V1_OPTIONS, migrationsTable: 'knex_migrations', schema: 'public' })).applied).toEqual([
-        'workers:idlease_workers:v2',
-      ]);
+      expect((await migrate(other.knex, { ...LEGACY_V1_OPTIONS, migrationsTable: 'knex_migrations', schema: 'public' })).applied).toEqual(
+        UPGRADE,
+      );
     } finally {
       await other.drop();
     }
