@@ -3,8 +3,8 @@
 # PostgreSQL (127.0.0.1:5432, trust auth, user postgres, database `test`) are running.
 # Installs them with apt-get on a bare Debian/Ubuntu box, starts them when stopped, and
 # says what it did. Safe to run again: what is already in place is left alone.
-# Also installs pgbouncer, galera-4 (+ rsync for its state transfer) and faketime (started by the HA tests themselves),
-# and promtool (Debian package prometheus; the alert-rule test runs it, no Prometheus server is started).
+# Also installs pgbouncer, galera-4 (+ rsync for its state transfer), faketime, and etcd-server, patroni and haproxy
+# (a Patroni cluster: started by the HA tests themselves, on ports of their own), and promtool (Debian package prometheus; the alert-rule test runs it, no Prometheus server is started).
 # Skip the servers by setting IDLEASE_TEST_MYSQL_URL and IDLEASE_TEST_PG_URL.
 set -euo pipefail
 
@@ -77,7 +77,9 @@ ensure_postgres() {
 # (the Redis sequence tests start private servers and sentinels; the package's own service is
 # stopped: nothing uses it); promtool for the alert rules of docs/serve.md; iproute2 and nftables
 # for the partition tests (network namespaces, veth pairs, packet drops: test/helpers/partition.ts);
-# a C compiler for the clock-step library that moves one redis-server's clock (test/helpers/clock-step.ts).
+# a C compiler for the clock-step library that moves one redis-server's clock (test/helpers/clock-step.ts);
+# etcd-server, patroni and haproxy for the Patroni cluster of test/ha/patroni.test.ts (test/helpers/patroni.ts starts a
+# private etcd, three Patroni nodes and HAProxy; the packages' own services are stopped and disabled: nothing uses them).
 ensure_tools() {
   local missing=()
   [ -x /usr/sbin/pgbouncer ] || [ -x /usr/bin/pgbouncer ] || missing+=(pgbouncer)
@@ -90,14 +92,22 @@ ensure_tools() {
   command -v cc >/dev/null || missing+=(gcc)
   [ -e /usr/include/stdlib.h ] || missing+=(libc6-dev)
   command -v openssl >/dev/null || missing+=(openssl) # the TLS tests make their certificates (test/helpers/tls.ts)
+  local ha=()
+  command -v etcd >/dev/null || ha+=(etcd-server)
+  command -v patroni >/dev/null || ha+=(patroni)
+  command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || ha+=(haproxy)
+  missing+=("${ha[@]}")
   if [ ${#missing[@]} -gt 0 ]; then apt_install "${missing[@]}"; fi
+  if [ ${#ha[@]} -gt 0 ] && command -v systemctl >/dev/null; then
+    sudo_ systemctl disable --now etcd patroni haproxy >/dev/null 2>&1 || true
+  fi
   if ! command -v promtool >/dev/null; then
     # Only promtool is wanted: no node exporter (a recommendation), and the Prometheus server
     # the package starts under systemd is stopped and disabled.
     apt_install --no-install-recommends prometheus
     if command -v systemctl >/dev/null; then sudo_ systemctl disable --now prometheus >/dev/null 2>&1 || true; fi
   fi
-  say "tools: pgbouncer, galera-4, rsync, faketime, redis-server, promtool, ip, nft, cc, openssl present"
+  say "tools: pgbouncer, galera-4, rsync, faketime, redis-server, promtool, ip, nft, cc, openssl, etcd, patroni, haproxy present"
 }
 
 ensure_mariadb

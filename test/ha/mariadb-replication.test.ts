@@ -3,8 +3,9 @@
  * primary SIGKILLed, replica promoted behind a TCP switch standing in for a VIP), as
  * test/helpers/failover-scenario.ts runs it.
  *   - semi-synchronous replication (AFTER_SYNC, a timeout longer than the outage): zero duplicates;
- *   - asynchronous: the old processes detect the lost leases; with `tag bump` and the
- *     documented margin before fresh processes draw, zero duplicates.
+ *   - asynchronous, with no `tag bump` (issue 31): zero duplicates, the first lease on the
+ *     promoted replica jumping by the failover gap in the lease statement itself; also with the
+ *     switch moved at once and fresh processes leasing there first.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -14,9 +15,16 @@ import mysql from 'mysql2/promise';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startMariadb, type ServerInstance } from '../helpers/servers.js';
 import { startTcpSwitch, type TcpSwitch } from '../helpers/tcp-switch.js';
-import { stopHaWorkers, tally } from '../helpers/ha-workers.js';
-import { runFailover, summary, type FailoverTopology } from '../helpers/failover-scenario.js';
+import { startHaProcess, stopHaWorkers, tally } from '../helpers/ha-workers.js';
+import { REPO_ROOT } from '../helpers/cli.js';
+import { connect } from '../../src/connect.js';
+import { ERROR_CATEGORIES, type IdleaseErrorCode } from '../../src/errors.js';
+import { migrate } from '../../src/migrations/migrate.js';
+import { expectNoDuplicates, runFailover, summary, type FailoverTopology } from '../helpers/failover-scenario.js';
 import { expectSafeSnowflakeFailover } from '../helpers/snowflake-failover-scenario.js';
+
+const TICKET_WORKER = path.join(REPO_ROOT, 'test/partition/ticket-worker.ts');
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 let current: { primary: ServerInstance; replica: ServerInstance; vip: TcpSwitch; dir: string } | undefined;
 afterEach(async () => {
@@ -114,7 +122,7 @@ async function topology(semiSync: boolean): Promise<FailoverTopology> {
 
 describe('segment allocators through a MariaDB failover (HA)', () => {
   it('semi-synchronous replication (AFTER_SYNC): zero duplicates, every failed call a typed error', async () => {
-    const { results } = await runFailover(await topology(true), { bump: false });
+    const { results } = await runFailover(await topology(true));
     const { total, duplicates, notIncreasing } = tally(results);
     const why = summary(results);
     expect(duplicates, why).toBe(0);
@@ -134,35 +142,64 @@ describe('segment allocators through a MariaDB failover (HA)', () => {
     expect(total).toBeGreaterThan(10_000);
   }, 120_000);
 
-  it('asynchronous replication: the old processes detect the regression; with `tag bump` (the documented margin), zero duplicates', async () => {
-    const plain = await runFailover(await topology(false), { bump: false });
-    const old = plain.results.filter((r) => r.name.startsWith('old'));
-    expect(
-      old.reduce((s, r) => s + r.regressions, 0),
-      summary(plain.results),
-    ).toBeGreaterThan(0);
-    expect(tally(plain.results).notIncreasing).toEqual([]);
-    await (async () => {
-      const t = current!;
-      current = undefined;
-      await t.vip.close();
-      await Promise.allSettled([t.primary.destroy(), t.replica.destroy()]);
-      rmSync(t.dir, { recursive: true, force: true });
-    })();
-    const { results, margin } = await runFailover(await topology(false), { bump: true });
-    const why = `margin ${margin}\n${summary(results)}`;
-    const { duplicates, notIncreasing } = tally(results);
+  it('asynchronous replication, no bump: zero duplicates (the first lease on the promoted replica jumps by the failover gap)', async () => {
+    const { results } = await runFailover(await topology(false));
+    expectNoDuplicates('MariaDB async failover, no bump', results);
+  }, 120_000);
+
+  it('asynchronous replication, the switch moved at once, fresh processes leasing first and old ones holding seconds of IDs, no bump: zero duplicates', async () => {
+    const { results } = await runFailover(await topology(false), { immediate: true });
+    expectNoDuplicates('MariaDB async failover, immediate switch, no bump', results);
+  }, 120_000);
+});
+
+/**
+ * Issue 31 item 2: a ticket server failing over to an asynchronous replica, the switch moved at
+ * once. The old processes draw on through the failover (a draw is one statement, nothing is held in
+ * memory), so the first draws on the promoted replica are theirs, from a counter behind what they
+ * issued; a fresh process joins. Only the fence in the draw keeps those tickets from repeating.
+ */
+async function runTicketFailover(t: FailoverTopology) {
+  const knex = connect(t.url(t.vip.port), { poolMax: 1 });
+  await migrate(knex, { segments: false, tickets: true });
+  await knex.destroy();
+  const start = (name: string) =>
+    startHaProcess<{ ids: number; errors: Record<string, number>; untyped: number }>(TICKET_WORKER, name, t.dir, {
+      urls: [t.url(t.vip.port)],
+      callers: 4,
+      statementTimeoutMs: 1_000,
+      timeoutMs: 3_000,
+      backoffMaxMs: 500,
+    });
+  const old = [start('old0'), start('old1'), start('old2')];
+  await sleep(3_000);
+  await t.stopStandby();
+  await sleep(3_000);
+  await t.killPrimary();
+  await t.promoteStandby();
+  t.vip.pointTo(t.standbyPort);
+  const fresh = [start('fresh0')];
+  await sleep(5_000);
+  stopHaWorkers(t.dir);
+  return Promise.all([...old, ...fresh].map((w) => w.done));
+}
+
+describe('ticket servers through an asynchronous MariaDB failover (HA, issue 31)', () => {
+  it('the switch moved at once, no operator step: zero duplicate tickets, every failed call typed', async () => {
+    const results = await runTicketFailover(await topology(false));
+    const { total, duplicates } = tally(results);
+    const why = results.map((r) => `${r.name}: ${r.ids} tickets, errors ${JSON.stringify(r.errors)}, untyped ${r.untyped}`).join('\n');
+    console.log(`MariaDB ticket failover, immediate switch: ${total} tickets, ${duplicates} duplicates\n${why}`);
     expect(duplicates, why).toBe(0);
-    expect(notIncreasing, why).toEqual([]);
     expect(
-      results.reduce((s, r) => s + r.regressions, 0),
-      why,
-    ).toBe(0);
-    expect(
-      results.every((r) => r.untyped === 0 && r.ids > 0),
+      results.every(
+        (r) =>
+          r.ids > 0 && r.untyped === 0 && Object.keys(r.errors).every((c) => ERROR_CATEGORIES[c as IdleaseErrorCode] === 'unavailable'),
+      ),
       why,
     ).toBe(true);
-  }, 180_000);
+    // Two callers share a process and its file, so ordering within a file is not asserted.
+  }, 120_000);
 });
 
 describe('snowflake allocators through an asynchronous MariaDB failover (HA, issue 24)', () => {

@@ -2,7 +2,7 @@
  * One HA "process": takes IDs for a tag until a stop file appears, appends them (int64,
  * little endian) to a file, and keeps going through failures, counting each error by code.
  * Prints one JSON line at the end: { ids, errors: { CODE: n }, causes: { errno: n }, leaseErrors:
- * { errno: n }, untyped, maxFailMs, regressions, leases, idsAtMark }. `causes` counts the database errno
+ * { errno: n }, untyped, maxFailMs, regressions, leases, failoverJumps, idsAtMark }. `causes` counts the database errno
  * behind failed calls, `maxFailMs` is the longest a failed call took, `leaseErrors` the errno of every failed lease attempt (retried in the
  * background), `idsAtMark` the IDs drawn when the optional mark file first appeared.
  *
@@ -25,6 +25,14 @@ interface WorkerConfig {
   connectTimeoutMs?: number;
   /** A pause after every call, ms: a service's pace instead of flat out (fewer IDs to record and count). */
   pauseMs?: number;
+  /** How long one lease should last (default 50 ms: a lease every few calls). Production-like: seconds, so a process holds seconds of IDs in memory. */
+  targetLeaseMs?: number;
+  /**
+   * Wait for this file before the first call: the process is started (and its code loaded) ahead,
+   * so that its first lease goes out within milliseconds of the file appearing, as a process
+   * already starting when a router moves would.
+   */
+  goFile?: string;
 }
 
 const cfg = JSON.parse(process.argv[2] ?? '{}') as WorkerConfig;
@@ -36,7 +44,7 @@ const alloc = createSegmentAllocator({
   knex,
   tag: cfg.tag,
   maxStep: cfg.maxStep,
-  targetLeaseMs: 50,
+  targetLeaseMs: cfg.targetLeaseMs ?? 50,
   statementTimeoutMs: cfg.statementTimeoutMs ?? 2_000,
   waitTimeoutMs: cfg.waitTimeoutMs ?? 3_000,
   onEvent: (e) => {
@@ -44,6 +52,8 @@ const alloc = createSegmentAllocator({
   },
 });
 const fd = openSync(cfg.out, 'w');
+// (A stop file ends the wait too: no worker outlives a test that failed before its go.)
+while (cfg.goFile && !existsSync(cfg.goFile) && !existsSync(cfg.stopFile)) await new Promise((r) => setTimeout(r, 5));
 const buf = new BigInt64Array(256);
 let n = 0;
 let ids = 0;
@@ -81,8 +91,10 @@ for (let round = 0; !(round % 64 === 0 && existsSync(cfg.stopFile)); round++) {
 }
 flush();
 closeSync(fd);
-const { regressions, leases } = alloc.stats();
+const { regressions, leases, failoverJumps } = alloc.stats();
 await alloc.close().catch(() => undefined);
 await knex.destroy().catch(() => undefined);
-process.stdout.write(JSON.stringify({ ids, errors, causes, leaseErrors, untyped, maxFailMs, regressions, leases, idsAtMark }) + '\n');
+process.stdout.write(
+  JSON.stringify({ ids, errors, causes, leaseErrors, untyped, maxFailMs, regressions, leases, failoverJumps, idsAtMark }) + '\n',
+);
 process.exit(0);

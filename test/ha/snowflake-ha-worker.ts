@@ -4,7 +4,7 @@
  * held) until a stop file appears, appends them (int64, little endian) to a file, and keeps going
  * through failures, counting each error by code. Prints `first` at its first ID and one JSON
  * line at the end: { ids, errors: { CODE: n }, untyped, claims: [{ workerId, at }], failoverWaits,
- * lost, waitMs }.
+ * lost, waitMs, log: ['<ms> <event> <workerId>'], leaseErrors }.
  *
  *   node --import tsx test/ha/snowflake-ha-worker.ts '<json config>'
  */
@@ -21,12 +21,17 @@ interface WorkerConfig {
   leaseTtlMs: number;
   maxLeadMs: number;
   waitTimeoutMs: number;
+  /** Wait for this file before the first call (loaded ahead, as in test/ha/segment-ha-worker.ts). */
+  goFile?: string;
 }
 
 const cfg = JSON.parse(process.argv[2] ?? '{}') as WorkerConfig;
 const knex = connect(cfg.url, { poolMax: 2, connectTimeoutMs: 1_000 });
 const claims: Array<{ workerId: number; at: number }> = [];
 let waitMs = 0;
+// Every event but `renewed` and `lease-error` (counted), with its time: what a post-mortem of the run needs.
+const log: string[] = [];
+let leaseErrors = 0;
 const alloc = createSnowflakeAllocator({
   knex,
   group: 'ha',
@@ -35,11 +40,15 @@ const alloc = createSnowflakeAllocator({
   maxLeadMs: cfg.maxLeadMs,
   waitTimeoutMs: cfg.waitTimeoutMs,
   onEvent: (e) => {
+    if (e.type === 'lease-error') leaseErrors++;
+    else if (e.type !== 'renewed') log.push(`${Date.now()} ${e.type}${'workerId' in e ? ` ${e.workerId}` : ''}`);
     if (e.type === 'claimed') claims.push({ workerId: e.workerId, at: Date.now() });
     if (e.type === 'failover-wait') waitMs = e.waitMs;
   },
 });
 const fd = openSync(cfg.out, 'w');
+// (A stop file ends the wait too: no worker outlives a test that failed before its go.)
+while (cfg.goFile && !existsSync(cfg.goFile) && !existsSync(cfg.stopFile)) await new Promise((r) => setTimeout(r, 5));
 let ids = 0;
 let untyped = 0;
 const errors: Record<string, number> = {};
@@ -63,4 +72,4 @@ closeSync(fd);
 const { failoverWaits, lost } = alloc.stats();
 await alloc.close();
 await knex.destroy().catch(() => undefined);
-process.stdout.write(`${JSON.stringify({ ids, errors, untyped, claims, failoverWaits, lost, waitMs })}\n`);
+process.stdout.write(`${JSON.stringify({ ids, errors, untyped, claims, failoverWaits, lost, waitMs, log, leaseErrors })}\n`);

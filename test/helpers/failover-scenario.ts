@@ -3,15 +3,22 @@
  * old processes draw; the standby falls behind for 3 s (stopped); the primary is killed;
  * the standby is promoted and the switch points to it; fresh processes join.
  *
- * With `bump`, the operator's repair from docs/failover.md runs on the new primary before
- * the switch: twice the tag's IDs per second × the seconds the new primary is behind (the
- * failover time − the tag row's updated_at there, i.e. its last replicated lease), plus the
- * largest step × processes.
+ * No operator step runs (issue 31): the promoted server is fenced by the first lease there.
+ *
+ * With `immediate` (issue 31: no order of events chosen for the product), the old processes hold
+ * seconds of IDs (`targetLeaseMs` 3000), so they need no lease right after the switch, and the
+ * fresh processes — loaded ahead, waiting on a go file — make their first call the moment the
+ * switch moves: the first lease on the promoted server is a fresh process's, from the stale row.
+ * Only fencing in the lease statement keeps that from reissuing the old processes' IDs.
  */
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { connect } from '../../src/connect.js';
 import { migrate } from '../../src/migrations/migrate.js';
-import { addTag, bumpTag, listTags } from '../../src/segment/index.js';
-import { startHaWorker, stopHaWorkers, type HaWorker, type HaWorkerResult } from './ha-workers.js';
+import { addTag } from '../../src/segment/index.js';
+import { expect } from 'vitest';
+import { ERROR_CATEGORIES, type IdleaseErrorCode } from '../../src/errors.js';
+import { startHaWorker, stopHaWorkers, tally, type HaWorker, type HaWorkerResult } from './ha-workers.js';
 import type { TcpSwitch } from './tcp-switch.js';
 
 export interface FailoverTopology {
@@ -31,47 +38,65 @@ export const OLD = 3;
 export const FRESH = 3;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-export async function runFailover(
-  t: FailoverTopology,
-  options: { bump: boolean },
-): Promise<{ results: HaWorkerResult[]; margin: bigint | undefined }> {
+export async function runFailover(t: FailoverTopology, options: { immediate?: boolean } = {}): Promise<{ results: HaWorkerResult[] }> {
+  const goFile = path.join(t.dir, 'go');
   const knex = connect(t.url(t.vip.port), { poolMax: 1 });
   await migrate(knex);
   await addTag(knex, { tag: 'order', step: 100 });
-  const start = (name: string) => startHaWorker(name, t.dir, { url: t.url(t.vip.port), tag: 'order', maxStep: MAX_STEP });
+  const start = (name: string) =>
+    startHaWorker(name, t.dir, {
+      url: t.url(t.vip.port),
+      tag: 'order',
+      ...(options.immediate
+        ? { maxStep: 1_000_000, targetLeaseMs: 3_000, pauseMs: 1, ...(name.startsWith('fresh') ? { goFile } : {}) }
+        : { maxStep: MAX_STEP }),
+    });
   const old: HaWorker[] = Array.from({ length: OLD }, (_, i) => start(`old${i}`));
   await Promise.all(old.map((w) => w.serving));
-  await sleep(1_000);
-  // The tag's rate, as an operator reads it from monitoring (max_id over time).
-  const maxId = async () => (await listTags(knex)).find((r) => r.tag === 'order')!.maxId;
-  const [m0, t0] = [await maxId(), Date.now()];
-  await sleep(1_000);
-  const perSecond = Number((await maxId()) - m0) / ((Date.now() - t0) / 1000);
   await knex.destroy();
+  await sleep(2_000);
+  const freshAhead = options.immediate ? Array.from({ length: FRESH }, (_, i) => start(`fresh${i}`)) : [];
   await t.stopStandby();
   await sleep(3_000);
-  const failedAt = Date.now();
   await t.killPrimary();
   await t.promoteStandby();
-  let margin: bigint | undefined;
-  if (options.bump) {
-    const admin = connect(t.url(t.standbyPort), { poolMax: 1 });
-    const row = (await listTags(admin)).find((r) => r.tag === 'order')!;
-    const behindSeconds = Math.max(0, failedAt - row.updatedAt.getTime()) / 1000;
-    margin = BigInt(Math.ceil(2 * perSecond * behindSeconds)) + BigInt(MAX_STEP * (OLD + FRESH));
-    await bumpTag(admin, { all: true, by: margin });
-    await admin.destroy();
-  }
   t.vip.pointTo(t.standbyPort);
-  const fresh: HaWorker[] = Array.from({ length: FRESH }, (_, i) => start(`fresh${i}`));
+  if (options.immediate) writeFileSync(goFile, '');
+  const fresh: HaWorker[] = options.immediate ? freshAhead : Array.from({ length: FRESH }, (_, i) => start(`fresh${i}`));
   await Promise.all(fresh.map((w) => w.serving));
   await sleep(2_000);
   stopHaWorkers(t.dir);
-  return { results: await Promise.all([...old, ...fresh].map((w) => w.done)), margin };
+  return { results: await Promise.all([...old, ...fresh].map((w) => w.done)) };
 }
 
 export function summary(results: readonly HaWorkerResult[]): string {
   return results
-    .map((r) => `${r.name}: ${r.ids} ids, ${r.leases} leases, ${r.regressions} regressions, errors ${JSON.stringify(r.errors)}`)
+    .map(
+      (r) =>
+        `${r.name}: ${r.ids} ids, ${r.leases} leases, ${r.failoverJumps} failover jumps, ${r.regressions} regressions, errors ${JSON.stringify(r.errors)}`,
+    )
     .join('\n');
+}
+
+/**
+ * The verdict with no operator step (issue 31): no ID twice, each process increasing, every
+ * failed call a typed error of a retryable kind (never untyped, never INVARIANT: with the
+ * failover fenced in the lease no old process sees the row behind it), and every process served.
+ */
+export function expectNoDuplicates(label: string, results: readonly HaWorkerResult[]): void {
+  const { total, duplicates, notIncreasing } = tally(results);
+  const why = summary(results);
+  console.log(`${label}: ${total} IDs, ${duplicates} duplicates\n${why}`);
+  expect(duplicates, why).toBe(0);
+  expect(notIncreasing, why).toEqual([]);
+  expect(
+    results.every(
+      (r) => r.untyped === 0 && Object.keys(r.errors).every((code) => ERROR_CATEGORIES[code as IdleaseErrorCode] === 'unavailable'),
+    ),
+    why,
+  ).toBe(true);
+  expect(
+    results.every((r) => r.ids > 0),
+    why,
+  ).toBe(true);
 }

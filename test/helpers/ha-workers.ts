@@ -24,6 +24,8 @@ export interface HaWorkerResult {
   readonly maxFailMs: number;
   readonly regressions: number;
   readonly leases: number;
+  /** Leases that landed first on a new database instance and jumped by the failover gap (stats().failoverJumps). */
+  readonly failoverJumps: number;
   readonly file: string;
 }
 
@@ -48,6 +50,8 @@ export function startHaWorker(
     statementTimeoutMs?: number;
     connectTimeoutMs?: number;
     pauseMs?: number;
+    targetLeaseMs?: number;
+    goFile?: string;
   },
   launch: Launch = spawn,
 ): HaWorker {

@@ -38,6 +38,9 @@ export interface SnowflakeHaResult {
   readonly failoverWaits: number;
   readonly lost: number;
   readonly waitMs: number;
+  /** Events but `renewed` and `lease-error`, each as '<unix ms> <type> <workerId>'. */
+  readonly log: readonly string[];
+  readonly leaseErrors: number;
 }
 
 /** Per worker id: the old holders' last ID time and the fresh holders' first, and whether any fresh ID is at or below an old one. */

@@ -6,6 +6,7 @@
  *
  *   node --import tsx test/redis/redis-worker.ts '<json config>'
  */
+import { existsSync } from 'node:fs';
 import { idFile } from '../helpers/id-file.js';
 import { createClient } from 'redis';
 import { Redis } from 'ioredis';
@@ -24,6 +25,10 @@ interface WorkerConfig {
   client?: 'node-redis' | 'ioredis';
   minStep?: number;
   maxStep?: number;
+  /** Stop early when this file appears (HA tests that run until told). */
+  stopFile?: string;
+  /** A pause after every call, ms: a service's pace instead of flat out. */
+  pauseMs?: number;
 }
 
 const cfg = JSON.parse(process.argv[2] ?? '{}') as WorkerConfig;
@@ -65,7 +70,7 @@ const seq = createRedisSequence({
 });
 const ids = idFile(cfg.out, 256);
 const errors: Record<string, number> = {};
-for (let round = 0; ids.count < cfg.count; round++) {
+for (let round = 0; ids.count < cfg.count && !(round % 64 === 0 && cfg.stopFile && existsSync(cfg.stopFile)); round++) {
   try {
     if (round % 8 === 0) {
       for (const id of await seq.nextBatch(Math.min(1 + (round % 37), cfg.count - ids.count))) ids.put(id);
@@ -80,6 +85,7 @@ for (let round = 0; ids.count < cfg.count; round++) {
     }
     errors[code] = (errors[code] ?? 0) + 1;
   }
+  if (cfg.pauseMs) await new Promise((r) => setTimeout(r, cfg.pauseMs));
 }
 ids.close();
 const s = seq.stats();
