@@ -99,7 +99,8 @@ export function checkPartitionCapability(): void {
   }
 }
 
-function alive(pid: number): boolean {
+/** Whether a process with this pid exists (signal 0). */
+export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

@@ -22,6 +22,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
+import { alive } from './partition.js';
 import { freePort, postgresTempDir, waitForPort } from './servers.js';
 
 const execFileP = promisify(execFile);
@@ -105,14 +106,6 @@ function descendants(pid: number): number[] {
   return out;
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 function killQuietly(pid: number, signal: NodeJS.Signals): void {
   try {
