@@ -74,7 +74,7 @@ describe.each(['mysql', 'postgres'] as const)('two idlease migrate processes at 
         const results = await Promise.all([1, 2, 3].map(() => runCli(['--url', fresh.url, 'migrate', '--json'], { timeoutMs: 30_000 })));
         for (const r of results) expect(r.code, `round ${round}: ${r.stderr}`).toBe(0);
         const applied = results.flatMap((r) => (JSON.parse(r.stdout) as { applied: string[] }).applied);
-        expect(applied).toEqual(['segments:idlease_segments']);
+        expect(applied).toEqual(['segments:idlease_segments', 'install:idlease_install']);
         expect(await own(fresh).hasTable('idlease_segments')).toBe(true);
         expect(await lockRows(fresh), `round ${round}`).toEqual([0]);
       } finally {
@@ -95,7 +95,7 @@ describe.each(['mysql', 'postgres'] as const)('two idlease migrate processes at 
       });
       await broken.knex(lockTable).insert([{ is_locked: 0 }, { is_locked: 0 }]);
       const res = await migrate(broken.knex, { lockTimeoutMs: 3000 });
-      expect(res.applied).toEqual(['segments:idlease_segments']);
+      expect(res.applied).toEqual(['segments:idlease_segments', 'install:idlease_install']);
       expect(await lockRows(broken)).toEqual([0]);
     } finally {
       await broken.drop();
@@ -159,7 +159,10 @@ describe('idlease migrate (CLI) on a database an idlease 0.1 migrated (PostgreSQ
     expect(first.stdout.split('\n')).toContain('moved public.idlease_segments to idlease.idlease_segments');
     expect(first.stdout).toContain('moved public.idlease_migrations to idlease.idlease_migrations');
     // Only what 0.1 never had: the worker table's instance marker (issue 24).
-    expect(first.stdout.split('\n').filter((l) => l.startsWith('applied'))).toEqual(['applied workers:idlease_workers:v2']);
+    expect(first.stdout.split('\n').filter((l) => l.startsWith('applied'))).toEqual([
+      'applied install:idlease_install',
+      'applied workers:idlease_workers:v2',
+    ]);
     const again = await runCli(['--url', db.url, 'migrate', '--json']);
     expect(JSON.parse(again.stdout)).toEqual({ applied: [], moved: [], direction: 'up' });
   });

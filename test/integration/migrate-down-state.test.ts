@@ -30,7 +30,13 @@ describe.each(['mysql', 'postgres'] as const)('down migrations keep what guards 
     await migrate(db.knex, all);
     await addTag(db.knex, { tag: 'fresh' }); // max_id 0: nothing handed out yet
     const res = await migrate(db.knex, { ...all, direction: 'down' });
-    expect(res.applied).toEqual(['workers:idlease_workers:v2', 'workers:idlease_workers', 'tickets:default', 'segments:idlease_segments']);
+    expect(res.applied).toEqual([
+      'workers:idlease_workers:v2',
+      'workers:idlease_workers',
+      'tickets:default',
+      'install:idlease_install',
+      'segments:idlease_segments',
+    ]);
     expect(await has('idlease_segments')).toBe(false);
   });
 

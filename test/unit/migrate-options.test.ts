@@ -16,7 +16,7 @@ function codeOf(fn: () => unknown): string | undefined {
 describe('migrate options are validated before any SQL runs', () => {
   it('defaults to the segment table in idlease_migrations', () => {
     const plan = planMigrations('postgres');
-    expect(plan.migrations.map((m) => m.name)).toEqual(['segments:idlease_segments']);
+    expect(plan.migrations.map((m) => m.name)).toEqual(['segments:idlease_segments', 'install:idlease_install']);
     expect(plan.migrationsTable).toBe('idlease_migrations');
     expect(Object.isFrozen(plan)).toBe(true);
   });
@@ -81,6 +81,7 @@ describe('the worker table name leaves room for its instance marker (<table>_ins
     const long = 'w'.repeat(55);
     expect(planMigrations('postgres', { workers: { table: ok } }).migrations.map((m) => m.name)).toEqual([
       'segments:idlease_segments',
+      'install:idlease_install',
       `workers:${ok}`,
       `workers:${ok}:v2`,
     ]);
