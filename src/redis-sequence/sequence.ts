@@ -58,6 +58,8 @@ class RedisSequenceImpl implements RedisSequence {
   private ratePos = 0;
   /** What went wrong last in the window loop, and on which side: a caller that gives up names it. */
   private windowFailure: { side: 'redis' | 'db'; error: unknown } | undefined;
+  /** The last script call failed (cleared by the next answer): a caller that gives up now blames Redis. */
+  private redisFailure: unknown;
 
   private served = 0;
   private calls = 0;
@@ -112,7 +114,13 @@ class RedisSequenceImpl implements RedisSequence {
         const ids = await this.take(callers.length, callers[0]!.deadline);
         for (let i = 0; i < callers.length; i++) callers[i]!.resolve(ids[i]!);
       } catch (err) {
-        for (const c of callers) c.reject(err);
+        // A bound that ran out is the oldest caller's: the younger ones go back to the head of
+        // the queue with the rest of their own wait.
+        const now = this.options.clock.monoMs();
+        const timedOut = err instanceof IdleaseError && (err.code === 'REDIS_UNAVAILABLE' || err.code === 'DB_UNAVAILABLE');
+        const waiting = timedOut ? callers.filter((c) => c.deadline > now) : [];
+        for (const c of callers) if (!waiting.includes(c)) c.reject(err);
+        this.queue.unshift(...waiting);
       }
     }
     this.draining = false;
@@ -201,24 +209,22 @@ class RedisSequenceImpl implements RedisSequence {
     const out: bigint[] = [];
     let failures = 0;
     let pauseMs = 1;
-    // The last Redis call of this caller failed: giving up now is Redis's fault, not the database's.
-    let redisFailed: unknown;
     for (;;) {
       if (this.closing) throw this.closedError();
       if (this.fatal !== undefined) throw this.fatal;
       let waitMs: number;
       const left = deadline - clock.monoMs();
-      if (left <= 0) throw this.timedOut(redisFailed !== undefined ? this.redisUnavailable(redisFailed) : this.noWindow());
+      if (left <= 0) throw this.timedOut(this.redisFailure !== undefined ? this.redisUnavailable(this.redisFailure) : this.noWindow());
       try {
         const reply = await key.next(
           n - out.length,
           this.preloadLeft,
           this.options.claimTimeoutMs,
-          Math.min(this.options.commandTimeoutMs, left),
+          Math.min(this.options.commandTimeoutMs, Math.ceil(left)),
         );
         this.calls++;
         failures = 0;
-        redisFailed = undefined;
+        this.redisFailure = undefined;
         if (reply.kind === 'stale') {
           this.reseeds++;
           this.emit({ type: 'reseed', tag: this.tag, identity: reply.identity });
@@ -245,7 +251,7 @@ class RedisSequenceImpl implements RedisSequence {
         }
         this.redisErrors++;
         this.lastError = err;
-        redisFailed = err;
+        this.redisFailure = err;
         this.emit({ type: 'redis-error', tag: this.tag, error: err });
         // IDs already taken for this call are dropped with it: a gap, as for any call that fails.
         waitMs = backoffMs(failures++, this.options.retryMinMs, this.options.retryMaxMs);
@@ -322,8 +328,10 @@ class RedisSequenceImpl implements RedisSequence {
       return;
     }
     const dt = now - this.rateAt;
-    if (dt < 100) return;
     const moved = count - this.ratePos;
+    // 100 ms makes a steady sample; a few ms are enough when they saw several windows go (flat out,
+    // the first windows would otherwise be leased at the row's step every millisecond or two).
+    if (dt < 100 && (dt < 5 || moved < 2 * Math.max(this.windowSize, this.rowStep ?? 1000))) return;
     if (moved >= 0) {
       this.ratePerMs = ewma(this.ratePerMs, moved / dt);
       this.refreshPreload();

@@ -5,11 +5,9 @@
  * close() giving the prefetched window back, and the classic Lua snowflake repeating IDs.
  */
 import net from 'node:net';
-import { Redis } from 'ioredis';
-import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDb, type TestDb } from '../helpers/db.js';
-import { startRedis, type RedisServer } from '../helpers/redis.js';
+import { ioRedisOn, nodeRedisOn, startRedis, type RedisServer } from '../helpers/redis.js';
 import { clockStep } from '../helpers/clock-step.js';
 import { migrate } from '../../src/migrations/migrate.js';
 import { addTag } from '../../src/segment/admin.js';
@@ -40,20 +38,8 @@ afterAll(async () => {
   for (const d of Object.values(dbs)) await d.drop();
 });
 
-async function nodeRedis(port = server.port) {
-  const c = createClient({ socket: { port, host: '127.0.0.1', reconnectStrategy: () => 20 } });
-  c.on('error', () => undefined);
-  await c.connect();
-  cleanup.push(() => c.destroy());
-  return c;
-}
-
-function ioRedis(port = server.port) {
-  const c = new Redis({ port, host: '127.0.0.1', retryStrategy: () => 20, maxRetriesPerRequest: null });
-  c.on('error', () => undefined);
-  cleanup.push(() => c.disconnect());
-  return c;
-}
+const nodeRedis = (port = server.port) => nodeRedisOn(port, cleanup);
+const ioRedis = (port = server.port) => ioRedisOn(port, cleanup);
 
 describe.each(['postgres', 'mysql'] as const)('Redis sequence on %s', (flavor) => {
   it('one strictly increasing order across four sequences with their own clients, 64 callers each', async () => {
