@@ -49,7 +49,7 @@ export function registerServeCommand(program: Command): void {
     )
     .option(
       '--redis-url <url>',
-      'also serve Redis sequences of the served tags (/api/redis/get/{tag}, /v1/redis/{tag}/ids; needs the redis package): redis://…',
+      'also serve Redis sequences of the served tags (/api/redis/get/{tag}, /v1/redis/{tag}/ids; needs the redis package): redis://… (default: $IDLEASE_REDIS_URL; none when unset)',
     )
     .option('--shutdown-timeout <ms>', 'how long SIGTERM waits for requests in flight', positiveInt('--shutdown-timeout'), 10_000)
     .addHelpText(
@@ -115,8 +115,9 @@ unused part of each lease back, exit 0; a second signal exits at once.`,
                   }),
                 onStopping: () => lock?.announce({ serve: undefined }),
               });
-            if (flags.redisUrl === undefined) await serve(undefined);
-            else await withRedis(self, flags.redisUrl, serve, true);
+            const redisUrl = flags.redisUrl ?? (process.env.IDLEASE_REDIS_URL || undefined);
+            if (redisUrl === undefined) await serve(undefined);
+            else await withRedis(self, redisUrl, serve, true);
           },
           { allowMemory: true },
         );

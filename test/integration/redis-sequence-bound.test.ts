@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { ioRedisOn, nodeRedisOn, startRedis, type RedisServer } from '../helpers/redis.js';
-import { closedPort } from '../helpers/cli.js';
+import { closedPort, runCli } from '../helpers/cli.js';
 import { connect } from '../../src/connect.js';
 import { migrate } from '../../src/migrations/migrate.js';
 import { addTag } from '../../src/segment/admin.js';
@@ -251,4 +251,39 @@ describe('windows follow the rate', () => {
       expect(s.windowSize).toBeGreaterThan(1000);
     },
   );
+});
+
+describe('the CLI', () => {
+  it('idlease redis next <tag> -n N draws from the Redis sequence, continuing across runs; --json writes strings', async () => {
+    await addTag(pg.knex, { tag: 'cli-next', step: 100 });
+    const args = ['--url', pg.url, 'redis', 'next', 'cli-next', '--redis-url', `redis://127.0.0.1:${server.port}`];
+    const a = await runCli([...args, '-n', '3']);
+    expect(a.code, a.stderr).toBe(0);
+    expect(a.stdout.trim().split('\n')).toEqual(['1', '2', '3']);
+    const b = await runCli(['--json', ...args, '-n', '2']);
+    expect(b.code, b.stderr).toBe(0);
+    expect(JSON.parse(b.stdout)).toEqual({ tag: 'cli-next', ids: ['4', '5'] });
+    // The same tag from the library follows in the one order.
+    const seq = track(createRedisSequence({ redis: await nodeRedis(), knex: pg.knex, tag: 'cli-next' }));
+    expect(await seq.next()).toBe(6n);
+  });
+
+  it('serve --redis-url with Redis down, or with a wrong password: REDIS_UNAVAILABLE within --wait, exit 1, no password shown; IDLEASE_REDIS_URL is read', async () => {
+    const locked = await startRedis('none', ['--requirepass', 's3cret-pass']);
+    cleanup.push(() => locked.destroy());
+    const down = `redis://127.0.0.1:${await closedPort()}`;
+    const cases: Array<{ args: string[]; env?: NodeJS.ProcessEnv }> = [
+      { args: ['--redis-url', down] },
+      { args: ['--redis-url', `redis://:wrong-pass@127.0.0.1:${locked.port}`] },
+      { args: [], env: { IDLEASE_REDIS_URL: down } },
+    ];
+    for (const c of cases) {
+      const t0 = performance.now();
+      const r = await runCli(['--url', pg.url, '--wait', '2', 'serve', '--port', '0', ...c.args], { env: c.env, timeoutMs: 30_000 });
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toMatch(/REDIS_UNAVAILABLE/);
+      expect(r.stderr + r.stdout).not.toMatch(/wrong-pass/);
+      expect(performance.now() - t0).toBeLessThan(20_000);
+    }
+  });
 });
