@@ -25,6 +25,8 @@ export interface WorkerSummary {
   lostWindows: number;
   givenBack: string;
   calls: number;
+  /** The longest next()/nextBatch() call, from its start to its answer or error. */
+  maxCallMs: number;
 }
 
 /** `spawner`: how to start the process (default here; a partition link's `spawn` runs it in its namespace). */
