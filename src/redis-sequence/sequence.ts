@@ -209,12 +209,16 @@ class RedisSequenceImpl implements RedisSequence {
     const out: bigint[] = [];
     let failures = 0;
     let pauseMs = 1;
+    let failedAtRedis: unknown;
     for (;;) {
       if (this.closing) throw this.closedError();
       if (this.fatal !== undefined) throw this.fatal;
       let waitMs: number;
       const left = deadline - clock.monoMs();
-      if (left <= 0) throw this.timedOut(this.redisFailure !== undefined ? this.redisUnavailable(this.redisFailure) : this.noWindow());
+      // A wait that Redis spent (in part) is Redis's fault, even when it answered again at the end
+      // (after a failover, the new primary's first window may still be on its way).
+      const redisCause = this.redisFailure ?? failedAtRedis;
+      if (left <= 0) throw this.timedOut(redisCause !== undefined ? this.redisUnavailable(redisCause) : this.noWindow());
       try {
         const reply = await key.next(
           n - out.length,
@@ -252,6 +256,7 @@ class RedisSequenceImpl implements RedisSequence {
         this.redisErrors++;
         this.lastError = err;
         this.redisFailure = err;
+        failedAtRedis = err;
         this.emit({ type: 'redis-error', tag: this.tag, error: err });
         // IDs already taken for this call are dropped with it: a gap, as for any call that fails.
         waitMs = backoffMs(failures++, this.options.retryMinMs, this.options.retryMaxMs);

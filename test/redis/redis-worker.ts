@@ -108,6 +108,7 @@ for (let round = 0; ids.count < cfg.count; round++) {
       process.exit(3);
     }
     errors[code] = (errors[code] ?? 0) + 1;
+    if (process.env.IDLEASE_WORKER_ERRORS) process.stderr.write(`${code}: ${String((err as Error).message)}\n`);
   } finally {
     maxCallMs = Math.max(maxCallMs, performance.now() - t0);
   }
