@@ -131,23 +131,27 @@ export function registerRedisCommands(program: Command): void {
         cmd,
         [
           `tag ${tag} (key ${flags.keyPrefix}${tag}) on ${redact(url)}: ${state}`,
+          `  owner                ${s.owner || '- (none yet, or a key of idlease 0.2: the next call binds it)'}`,
           `  server incarnation   ${s.identity}`,
           `  installed by         ${s.installedBy || '-'}`,
           `  current window       ${s.current ? `${range(s.current.base, s.current.size)}, ${s.current.issued} issued, last ${s.current.issued > 0 ? s.current.base + BigInt(s.current.issued) : '-'}` : '-'}`,
           `  prefetched window    ${s.queued ? range(s.queued.base, s.queued.size) : '-'}`,
           `  unissued             ${left} (a gap if this Redis is lost now)`,
           `  high-water mark      ${s.high}`,
+          `  highest ID issued    ${s.top > 0n ? s.top : '-'}`,
         ],
         {
           tag,
           key: flags.keyPrefix + tag,
           state: !s.installedBy ? 'missing' : s.live ? 'live' : 'stale',
+          owner: s.owner,
           identity: s.identity,
           installedBy: s.installedBy,
           current: s.current && { start: s.current.base + 1n, end: s.current.base + BigInt(s.current.size), issued: s.current.issued },
           queued: s.queued && { start: s.queued.base + 1n, end: s.queued.base + BigInt(s.queued.size) },
           unissued: left,
           high: s.high,
+          top: s.top,
         },
       );
     });

@@ -101,6 +101,11 @@ describe('Redis sequence (PostgreSQL row)', () => {
     }
     expect(isIdleaseError(err, 'INVARIANT'), String(err)).toBe(true);
     expect(String((err as Error).message)).toContain(`idlease tag bump ${tag}`);
+    // The message names the highest ID the key had issued when the window came back (an ID this
+    // process handed out, at least the 25th), not the end of its highest window.
+    const named = BigInt(/already issued IDs up to (\d+) /.exec(String((err as Error).message))![1]!);
+    expect(seen).toContain(named);
+    expect(named).toBeGreaterThanOrEqual(seen[24]!);
     expect(new Set(seen).size).toBe(seen.length);
     expect(seq.stats().regressions).toBe(1);
     await seq.close();
@@ -123,6 +128,14 @@ describe('Redis sequence (PostgreSQL row)', () => {
     expect(new Set(top).size).toBe(200);
     await expect(b.next()).rejects.toMatchObject({ code: 'EXHAUSTED' });
     await b.close();
+
+    // max_id at 2^63−5 with step 100: the last four IDs are issued, then EXHAUSTED, not 4 IDs early.
+    await addTag(db().knex, { tag: 'last4', step: 100, start: MAX_INT64 - 4n });
+    const c = createRedisSequence({ redis: await nodeRedis(), knex: db().knex, tag: 'last4', minStep: 100, maxStep: 100 });
+    expect(await c.nextBatch(2)).toEqual([MAX_INT64 - 4n, MAX_INT64 - 3n]);
+    expect([await c.next(), await c.next(), await c.next()]).toEqual([MAX_INT64 - 2n, MAX_INT64 - 1n, MAX_INT64]);
+    await expect(c.next()).rejects.toMatchObject({ code: 'EXHAUSTED' });
+    await c.close();
   });
 
   it.each(['ioredis', 'node-redis'] as const)('a reply lost on the wire (%s): a gap, never a duplicate', async (kind) => {
