@@ -122,7 +122,7 @@ describe.each(['postgres', 'pglite'] as TestFlavor[])('upgrading an idlease 0.1 
       expect(await idleaseRelations(old.knex, 'idlease')).toEqual([]);
 
       const result = await migrate(old.knex, LEGACY_V1_OPTIONS);
-      expect(result.applied).toEqual(['workers:idlease_workers:v2']);
+      expect(result.applied).toEqual(['install:idlease_install', 'workers:idlease_workers:v2']);
       expect(result.moved.map((m) => m.to)).toEqual(MOVED.map((n) => `idlease.${n}`));
       expect(result.moved.map((m) => m.from)).toEqual(MOVED.map((n) => `public.${n}`));
 
@@ -130,6 +130,7 @@ describe.each(['postgres', 'pglite'] as TestFlavor[])('upgrading an idlease 0.1 
       await expectRowsKept(old.knex, before.maxIds);
       expect((await rows(old.knex, 'SELECT name FROM idlease.idlease_migrations ORDER BY id')).map((r) => r.name)).toEqual([
         ...recorded,
+        'install:idlease_install',
         'workers:idlease_workers:v2',
       ]);
       expect(
@@ -193,7 +194,7 @@ describe('two migrators at once on an idlease 0.1 install (PostgreSQL)', () => {
     const moved = results.filter((r) => r.moved.length > 0);
     expect(moved).toHaveLength(1);
     expect(moved[0]!.moved.map((m) => m.to)).toEqual(MOVED.map((n) => `idlease.${n}`));
-    expect(results.flatMap((r) => r.applied)).toEqual(['workers:idlease_workers:v2']);
+    expect(results.flatMap((r) => r.applied)).toEqual(['install:idlease_install', 'workers:idlease_workers:v2']);
     await expectRowsKept(db.knex, before.maxIds);
     expect(await idleaseRelations(db.knex, 'public')).toEqual(['idlease_next_id_seq']);
   });
@@ -283,7 +284,7 @@ describe("schema: 'public' keeps an idlease 0.1 install where it is (PostgreSQL)
   it('moves nothing, re-runs nothing, and allocators with the same option go on above the old max', { timeout: 60_000 }, async () => {
     const before = await usedLegacyInstall(db.knex);
     expect(await migrate(db.knex, { ...LEGACY_V1_OPTIONS, schema: 'public' })).toEqual({
-      applied: ['workers:idlease_workers:v2'],
+      applied: ['install:idlease_install', 'workers:idlease_workers:v2'],
       moved: [],
       direction: 'up',
     });
@@ -318,7 +319,7 @@ describe('a role that may not create schemas (PostgreSQL)', () => {
       expect(isIdleaseError(refused, 'MIGRATION_FAILED'), String(refused)).toBe(true);
       expect(String((refused as Error).message)).toMatch(/permission denied/);
       await db.knex.raw(`CREATE SCHEMA idlease AUTHORIZATION ${role}`);
-      expect((await migrate(app)).applied).toEqual(['segments:idlease_segments']);
+      expect((await migrate(app)).applied).toEqual(['segments:idlease_segments', 'install:idlease_install']);
     } finally {
       await app.destroy();
     }
@@ -364,7 +365,7 @@ describe('the knex CLI and a crashed 0.1 migration meet the move (PostgreSQL)', 
       await unlockMigrations(db.knex);
       const result = await migrate(db.knex, LEGACY_V1_OPTIONS);
       expect(result.moved.map((m) => m.to)).toEqual(MOVED.map((n) => `idlease.${n}`));
-      expect(result.applied).toEqual(['workers:idlease_workers:v2']);
+      expect(result.applied).toEqual(['install:idlease_install', 'workers:idlease_workers:v2']);
       await expectRowsKept(db.knex, before.maxIds);
       // The knex CLI now finds the tables where it installs them.
       await db.knex.migrate.latest({
@@ -452,6 +453,7 @@ describe("knex's bookkeeping in public is never taken for an older install (Post
       expect(await idleaseRelations(other.knex, 'idlease')).toEqual([]);
       // The way out it names: keep the old location.
       expect((await migrate(other.knex, { ...LEGACY_V1_OPTIONS, migrationsTable: 'knex_migrations', schema: 'public' })).applied).toEqual([
+        'install:idlease_install',
         'workers:idlease_workers:v2',
       ]);
     } finally {
