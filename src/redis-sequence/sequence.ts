@@ -46,6 +46,8 @@ class RedisSequenceImpl implements RedisSequence {
   /** Woken when the window loop finishes a round, so waiting callers ask Redis again at once. */
   private readonly sleepers = new Set<WakeableSleep>();
   private fatal: unknown;
+  /** EXHAUSTED from the row: raised to callers once the key has nothing left. */
+  private exhausted: unknown;
   private closing = false;
   private closed = false;
   private closePromise: Promise<void> | undefined;
@@ -244,11 +246,13 @@ class RedisSequenceImpl implements RedisSequence {
             this.served += n;
             return out;
           }
+          if (reply.left === 0 && this.exhausted !== undefined) throw this.exhausted;
         }
         waitMs = pauseMs;
         pauseMs = Math.min(2 * pauseMs, MAX_POLL_MS);
       } catch (err) {
         if (err instanceof ForeignKey) throw this.foreign(err.owner, key);
+        if (err === this.exhausted) throw err;
         if (err instanceof IdleaseError && (err.code === 'INVARIANT' || err.code === 'BAD_CONFIG')) {
           this.fatal = err;
           throw err;
@@ -296,7 +300,7 @@ class RedisSequenceImpl implements RedisSequence {
   }
 
   private elect(identity: string, demand: number, left: number): void {
-    if (this.closing || this.fatal !== undefined) {
+    if (this.closing || this.fatal !== undefined || this.exhausted !== undefined) {
       // Elected by a call that was on the wire when this process stopped leasing: hand it on.
       void this.key?.release(identity).catch(() => undefined);
       return;
@@ -404,6 +408,15 @@ class RedisSequenceImpl implements RedisSequence {
 
   private windowFailed(err: unknown, attempt: number, retryInMs: number): boolean {
     this.lastError = err;
+    if (err instanceof IdleaseError && err.code === 'EXHAUSTED') {
+      // The row is at 2^63−1, but the key may still hold its last IDs: callers take them, and
+      // meet EXHAUSTED only when the key is empty.
+      this.exhausted = err;
+      const identity = this.electedBy;
+      this.electedBy = undefined;
+      if (identity !== undefined) void this.key?.release(identity).catch(() => undefined);
+      return false;
+    }
     if (!isRetryable(err)) {
       this.fatal = err;
       // The others must not wait out claimTimeoutMs for a window this process will never install:
