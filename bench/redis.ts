@@ -3,7 +3,8 @@
  * node-redis client and the same private redis-server (started here, never the shared 6379):
  * raw INCR, and a bare bounded Lua call (EVALSHA of a script that issues inside a window, with no
  * identity check and no database) — what `next()` must stay within 0.8× of. Then nextBatch(1000)
- * and 64 callers in flight. Rounds are interleaved, short, and many: on a loaded machine a ratio is
+ * and 64 callers in flight. Then database leases per second of one process issuing 10k and 100k
+ * IDs/s, and flat out, each from a row step of 1000 (the windows must follow the rate). Rounds are interleaved, short, and many: on a loaded machine a ratio is
  * taken within each round (the two measures a second apart) and the median of the rounds' ratios is
  * reported with their range. The windows' row:
  * embedded PGlite (in memory) by default; IDLEASE_BENCH_URL for a server.
@@ -66,6 +67,51 @@ async function rate(call: () => Promise<unknown>, count: number, callers = 1): P
   return (count / (performance.now() - t0)) * 1000;
 }
 
+/**
+ * Database leases per second of one sequence issuing `idsPerSecond` (paced every 10 ms, undefined:
+ * flat out, one batch caller and 32 next() callers) for `ms`, from a row step of 1000: over the
+ * whole run (the ramp included) and over its second half.
+ */
+async function leaseRate(
+  redis: Parameters<typeof createRedisSequence>[0]['redis'],
+  knex: Parameters<typeof createRedisSequence>[0]['knex'],
+  idsPerSecond: number | undefined,
+  ms: number,
+): Promise<{ all: number; late: number; ids: number; window: number }> {
+  const tag = `lease-${idsPerSecond ?? 'max'}-${Date.now()}`;
+  await addTag(knex!, { tag, step: 1000 });
+  const t0 = performance.now();
+  const windowsAt: number[] = [];
+  const seq = createRedisSequence({ redis, knex, tag, onEvent: (e) => e.type === 'window' && windowsAt.push(performance.now() - t0) });
+  const until = t0 + ms;
+  if (idsPerSecond === undefined) {
+    await Promise.all([
+      (async () => {
+        while (performance.now() < until) await seq.nextBatch(1000);
+      })(),
+      ...Array.from({ length: 32 }, async () => {
+        while (performance.now() < until) await seq.next();
+      }),
+    ]);
+  } else {
+    const perTick = idsPerSecond / 100;
+    for (let tick = 1; performance.now() < until; tick++) {
+      await seq.nextBatch(perTick);
+      const wait = t0 + tick * 10 - performance.now();
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    }
+  }
+  const s = seq.stats();
+  await seq.close();
+  const late = windowsAt.filter((t) => t >= ms / 2).length;
+  return {
+    all: (windowsAt.length / ms) * 1000,
+    late: (late / ms) * 2000,
+    ids: (s.served / (performance.now() - t0)) * 1000,
+    window: s.windowSize,
+  };
+}
+
 export default async function bench(): Promise<void> {
   const server = await startRedis('none');
   const redis = createClient({ socket: { port: server.port, host: '127.0.0.1' } });
@@ -117,6 +163,14 @@ export default async function bench(): Promise<void> {
     const s = seq.stats();
     console.log(`\nsequence: ${s.served} IDs, ${s.calls} calls, ${s.windows} windows of up to ${s.windowSize}`);
     await seq.close();
+    console.log('\ndatabase leases per second, one process, row step 1000, 6 s each (targetLeaseMs 10,000 ms):');
+    console.log('| issuing | IDs/s reached | leases/s, whole run | leases/s, second half | last window |\n|---|---|---|---|---|');
+    for (const target of [10_000, 100_000, undefined]) {
+      const r = await leaseRate(redis, knex, target, 6_000);
+      console.log(
+        `| ${target === undefined ? 'flat out' : `${fmt(target)} IDs/s`} | ${fmt(r.ids)} | ${r.all.toFixed(2)} | ${r.late.toFixed(2)} | ${fmt(r.window)} |`,
+      );
+    }
   } finally {
     redis.destroy();
     await knex.destroy();

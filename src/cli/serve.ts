@@ -63,7 +63,7 @@ export function registerServeCommand(program: Command): void {
     )
     .option(
       '--redis-url <url>',
-      'also serve Redis sequences of the served tags (/api/redis/get/{tag}, /v1/redis/{tag}/ids; needs the redis package): redis://… (default: $IDLEASE_REDIS_URL)',
+      'also serve Redis sequences of the served tags (/api/redis/get/{tag}, /v1/redis/{tag}/ids; needs the redis package): redis://… (default: $IDLEASE_REDIS_URL; none when unset)',
     )
     .option('--shutdown-timeout <ms>', 'how long SIGTERM waits for requests in flight', positiveInt('--shutdown-timeout'), 10_000)
     .addHelpText(

@@ -23,7 +23,7 @@ export function knexFileMigration(options: Omit<MigrateOptions, 'direction' | 'l
     // A knex migration file takes no options: IDLEASE_DROP_STATE=1 in the environment of
     // `knex migrate:down/rollback` is how its user says dropState.
     const dropState = process.env.IDLEASE_DROP_STATE === '1';
-    return planMigrations(flavor, { segments: false, ...rest, dropState, ...(flavor === 'mysql' ? {} : { nextId }) });
+    return planMigrations(flavor, { segments: false, install: false, ...rest, dropState, ...(flavor === 'mysql' ? {} : { nextId }) });
   };
   return {
     async up(knex) {

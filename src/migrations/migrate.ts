@@ -14,6 +14,7 @@ import { resolveSegmentsOptions, segmentsMigrations, type SegmentsMigrateOptions
 import { resolveTicketsOptions, ticketsMigrations, type TicketsMigrateOptions } from './tickets.js';
 import { relocateLegacyInstall, type Relocation } from './relocate.js';
 import type { IdleaseMigration } from './types.js';
+import { installMigrations } from './install.js';
 import { resolveWorkersOptions, workersMigrations, type WorkersMigrateOptions } from './workers.js';
 
 export const DEFAULT_MIGRATIONS_TABLE = 'idlease_migrations';
@@ -31,6 +32,11 @@ export interface MigrateOptions {
   migrationsTable?: string;
   /** The segment table. Default: installed. `false` to leave it out. */
   segments?: boolean | SegmentsMigrateOptions;
+  /**
+   * The install id (table idlease_install, one random id): what a Redis sequence's key is bound to.
+   * Default: installed with the segment table; `true` installs it alone, `false` leaves it out.
+   */
+  install?: boolean;
   /** Ticket tables (MySQL) / sequences (Postgres). Default: not installed. */
   tickets?: boolean | TicketsMigrateOptions;
   /** Postgres `next_id()`; an array installs several logical shards. Default: not installed. */
@@ -76,6 +82,7 @@ export function planMigrations(flavor: Flavor, options: MigrateOptions = {}): Pl
     'schema',
     'migrationsTable',
     'segments',
+    'install',
     'tickets',
     'nextId',
     'workers',
@@ -111,6 +118,10 @@ export function planMigrations(flavor: Flavor, options: MigrateOptions = {}): Pl
   const migrations: IdleaseMigration[] = [];
   const segments = resolveSegmentsOptions(options.segments);
   if (segments) migrations.push(...segmentsMigrations(flavor, schema, segments, dropState));
+  if (options.install !== undefined && typeof options.install !== 'boolean') {
+    throw new IdleaseError('BAD_CONFIG', `install must be true or false, got ${String(options.install)}.`);
+  }
+  if (options.install ?? segments !== undefined) migrations.push(...installMigrations(flavor, schema));
   const tickets = resolveTicketsOptions(options.tickets);
   const engine = typeof options.tickets === 'object' && options.tickets !== null ? options.tickets.engine : undefined;
   if (engine !== undefined && isPostgres(flavor)) {

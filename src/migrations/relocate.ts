@@ -12,6 +12,7 @@
  * step. An older install is one whose bookkeeping records idlease's migrations only and whose
  * recorded tables are still beside it.
  */
+import { INSTALL_TABLE } from '../dialects/install.js';
 import type { Knex } from 'knex';
 import {
   currentSchema,
@@ -41,11 +42,12 @@ const KNEX_FILES: ReadonlyMap<string, readonly string[]> = new Map([
   ['20261123000001_next_id_v2', []],
   ['20261123000004_workers', [DEFAULT_WORKER_TABLE]],
   ['20261124000001_workers_v2', []],
-  ['20261125000001_segments_v2', []],
-  ['20261125000002_tickets_v2', []],
+  ['20261125000001_install', [INSTALL_TABLE]],
+  ['20261125000002_segments_v2', []],
+  ['20261125000003_tickets_v2', []],
 ]);
 
-const IN_CODE_KINDS = new Set(['segments', 'tickets', 'workers', 'next_id']);
+const IN_CODE_KINDS = new Set(['segments', 'tickets', 'workers', 'next_id', 'install']);
 
 /** Whether a name recorded in a migrations table is one idlease records (migrate() or its knex files). */
 export function isIdleaseMigration(name: string): boolean {
@@ -63,7 +65,7 @@ export function objectsOfMigration(name: string): string[] {
   if (!isIdleaseMigration(name)) return [];
   const [kind, arg] = name.split(':', 2) as [string, string | undefined];
   if (arg !== undefined) {
-    if (kind === 'segments' || kind === 'workers') return [arg];
+    if (kind === 'segments' || kind === 'workers' || kind === 'install') return [arg];
     if (kind === 'tickets') return [ticketObjectName(arg), SCHEME_TABLE];
     return [];
   }

@@ -1,5 +1,7 @@
 import { IdleaseError } from '../errors.js';
-import { ACCEPTED_POOLS } from '../drivers/index.js';
+import { ACCEPTED_POOLS, executorFor } from '../drivers/index.js';
+import { ownSchema } from '../dialects/detect.js';
+import { readInstallId } from '../dialects/install.js';
 import {
   resolveSegmentOptions,
   SEGMENT_OPTION_KEYS,
@@ -21,6 +23,13 @@ export interface RedisSequenceOptions extends Omit<SegmentAllocatorOptions, 'onE
   redis: unknown;
   /** Prefix of the Redis key. Default `idlease:seq:`. */
   keyPrefix?: string;
+  /**
+   * What the key is bound to. Default: the database's install id (written by `migrate`), the
+   * schema, the table and the tag, read at the first call: a key written for another database row
+   * is refused (BAD_CONFIG), never issued from. Required with `store` (a string that names the row
+   * your store leases from, the same in every process that shares it).
+   */
+  owner?: string;
   /** Bound of one Redis call; a call past it is abandoned (what it issued is a gap) and retried. Default 1,000 ms. */
   commandTimeoutMs?: number;
   /**
@@ -37,13 +46,15 @@ export interface RedisSequenceOptions extends Omit<SegmentAllocatorOptions, 'onE
 export interface ResolvedRedisSequenceOptions extends Omit<ResolvedSegmentOptions, 'onEvent'> {
   readonly redis: RedisCommander;
   readonly key: string;
+  /** Reads what the key is bound to (once per sequence). */
+  readonly owner: () => Promise<string>;
   readonly commandTimeoutMs: number;
   readonly claimTimeoutMs: number;
   readonly onEvent: ((event: RedisSequenceEvent) => void) | undefined;
   readonly clock: Clock;
 }
 
-const OWN = ['redis', 'keyPrefix', 'commandTimeoutMs', 'claimTimeoutMs', 'clock', 'onEvent'] as const;
+const OWN = ['redis', 'keyPrefix', 'owner', 'commandTimeoutMs', 'claimTimeoutMs', 'clock', 'onEvent'] as const;
 // The database side: every segment option but the two the sequence reads itself.
 const SHARED = SEGMENT_OPTION_KEYS.filter((k) => k !== 'onEvent' && k !== 'clock');
 
@@ -83,5 +94,30 @@ export function resolveRedisSequenceOptions(options: RedisSequenceOptions): Reso
     claimTimeoutMs: intOption(options.claimTimeoutMs, 'claimTimeoutMs', { min: 1, max: 600_000, default: 2_000, unit: 'ms' }),
     onEvent: options.onEvent,
     clock,
+    owner: ownerReader(options, db),
   });
+}
+
+/**
+ * The key's owner: install id / schema.table / tag. The install id survives a database failover (a
+ * promoted replica carries the row) and differs between two databases migrated apart; the table
+ * and tag tell rows of one install apart.
+ */
+function ownerReader(options: RedisSequenceOptions, db: ResolvedSegmentOptions): () => Promise<string> {
+  if (options.owner !== undefined) {
+    if (typeof options.owner !== 'string' || options.owner.length < 1 || options.owner.length > 512)
+      throw new IdleaseError('BAD_CONFIG', `owner must be a string of 1 to 512 characters, got ${String(options.owner)}.`);
+    const owner = options.owner;
+    return () => Promise.resolve(owner);
+  }
+  if (options.store !== undefined)
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      "createRedisSequence with `store` needs `owner`: a string naming the database row your store leases from (e.g. 'billing-db/idlease_segments/order'), the same in every process, so that the Redis key is bound to it.",
+    );
+  const exec = executorFor(options.knex ?? options.pool, options.knex !== undefined ? 'knex' : 'pool');
+  return async () => {
+    const id = await readInstallId(exec, db.schema, db.statementTimeoutMs);
+    return `${id}/${ownSchema(exec.flavor, db.schema) ?? ''}.${db.table}/${db.tag}`;
+  };
 }

@@ -1,13 +1,15 @@
 import { connectionProblem } from '../dialects/connection-errors.js';
+import { randomBytes } from 'node:crypto';
 import { IdleaseError, isRetryable } from '../errors.js';
+import { MAX_INT64 } from '../ids.js';
 import { Emitter } from '../runtime/events.js';
 import { BackgroundTask } from '../runtime/task.js';
-import { settlesWithin } from '../runtime/deadline.js';
+import { settlesWithin, within } from '../runtime/deadline.js';
 import { wakeableSleep, type WakeableSleep } from '../runtime/clock.js';
 import { backoffMs } from '../runtime/backoff.js';
 import { chooseStep, ewma, preloadHorizonMs, preloadThreshold } from '../segment/step-policy.js';
 import { resolveRedisSequenceOptions, type RedisSequenceOptions, type ResolvedRedisSequenceOptions } from './options.js';
-import { RedisKey } from './redis-store.js';
+import { ForeignKey, RedisKey } from './redis-store.js';
 import type { RedisSequence, RedisSequenceEvent, RedisSequenceStats } from './types.js';
 import { isRegression, windowOf, type Window } from './window.js';
 
@@ -24,7 +26,11 @@ const MAX_POLL_MS = 50;
 class RedisSequenceImpl implements RedisSequence {
   readonly tag: string;
   private readonly options: ResolvedRedisSequenceOptions;
-  private readonly key: RedisKey;
+  /** The tag's key, bound to its owner once the owner is read (the first call). */
+  private key: RedisKey | undefined;
+  private binding: Promise<RedisKey> | undefined;
+  /** This process's election token (script.ts: a lost reply that elected it is won back). */
+  private readonly token = randomBytes(8).toString('hex');
   private readonly events: Emitter<RedisSequenceEvent>;
   private readonly windowTask: BackgroundTask;
 
@@ -40,6 +46,8 @@ class RedisSequenceImpl implements RedisSequence {
   /** Woken when the window loop finishes a round, so waiting callers ask Redis again at once. */
   private readonly sleepers = new Set<WakeableSleep>();
   private fatal: unknown;
+  /** EXHAUSTED from the row: raised to callers once the key has nothing left. */
+  private exhausted: unknown;
   private closing = false;
   private closed = false;
   private closePromise: Promise<void> | undefined;
@@ -49,7 +57,11 @@ class RedisSequenceImpl implements RedisSequence {
   private leaseLatencyMs: number | undefined;
   private ratePerMs: number | undefined;
   private rateAt: number | undefined;
-  private ratePos = 0n;
+  private ratePos = 0;
+  /** What went wrong last in the window loop, and on which side: a caller that gives up names it. */
+  private windowFailure: { side: 'redis' | 'db'; error: unknown } | undefined;
+  /** The last script call failed (cleared by the next answer): a caller that gives up now blames Redis. */
+  private redisFailure: unknown;
 
   private served = 0;
   private calls = 0;
@@ -62,7 +74,7 @@ class RedisSequenceImpl implements RedisSequence {
   private leaseErrors = 0;
   private timeouts = 0;
   private left = 0;
-  private readonly queue: Array<{ resolve: (id: bigint) => void; reject: (err: unknown) => void }> = [];
+  private readonly queue: Array<{ resolve: (id: bigint) => void; reject: (err: unknown) => void; deadline: number }> = [];
   private draining = false;
   private preloadLeft = 500;
   private lastError: unknown;
@@ -70,7 +82,6 @@ class RedisSequenceImpl implements RedisSequence {
   constructor(options: ResolvedRedisSequenceOptions) {
     this.options = options;
     this.tag = options.tag;
-    this.key = new RedisKey(options.redis, options.key, options.commandTimeoutMs, options.clock);
     this.events = new Emitter(options.onEvent);
     this.windowTask = new BackgroundTask({
       wanted: () => this.electedBy !== undefined && !this.closing && this.fatal === undefined,
@@ -85,11 +96,14 @@ class RedisSequenceImpl implements RedisSequence {
   /**
    * Callers that arrive while a call is on the wire share the next one: one script call issues for
    * all of them, in call order. A caller still gets an ID above every ID handed out before it
-   * called, since its call is sent after it arrived.
+   * called, since its call is sent after it arrived. Each caller's wait is counted from its own
+   * arrival: a batch of callers gives up at its oldest caller's deadline, so none waits longer
+   * than waitTimeoutMs, whatever was ahead of it.
    */
   next(): Promise<bigint> {
+    const deadline = this.options.clock.monoMs() + this.options.waitTimeoutMs;
     return new Promise<bigint>((resolve, reject) => {
-      this.queue.push({ resolve, reject });
+      this.queue.push({ resolve, reject, deadline });
       if (!this.draining) void this.drain();
     });
   }
@@ -99,10 +113,16 @@ class RedisSequenceImpl implements RedisSequence {
     while (this.queue.length > 0) {
       const callers = this.queue.splice(0, this.options.maxBatch);
       try {
-        const ids = await this.take(callers.length);
+        const ids = await this.take(callers.length, callers[0]!.deadline);
         for (let i = 0; i < callers.length; i++) callers[i]!.resolve(ids[i]!);
       } catch (err) {
-        for (const c of callers) c.reject(err);
+        // A bound that ran out is the oldest caller's: the younger ones go back to the head of
+        // the queue with the rest of their own wait.
+        const now = this.options.clock.monoMs();
+        const timedOut = err instanceof IdleaseError && (err.code === 'REDIS_UNAVAILABLE' || err.code === 'DB_UNAVAILABLE');
+        const waiting = timedOut ? callers.filter((c) => c.deadline > now) : [];
+        for (const c of callers) if (!waiting.includes(c)) c.reject(err);
+        this.queue.unshift(...waiting);
       }
     }
     this.draining = false;
@@ -117,7 +137,7 @@ class RedisSequenceImpl implements RedisSequence {
         ),
       );
     }
-    return this.take(n);
+    return this.take(n, this.options.clock.monoMs() + this.options.waitTimeoutMs);
   }
 
   stats(): RedisSequenceStats {
@@ -153,48 +173,115 @@ class RedisSequenceImpl implements RedisSequence {
     return this.closePromise;
   }
 
-  private async take(n: number): Promise<bigint[]> {
+  /**
+   * The key bound to its owner: read once (the install id from the database), retried until the
+   * caller's deadline; DB_UNAVAILABLE then. NOT_MIGRATED and other typed refusals pass at once.
+   */
+  private async bind(deadline: number): Promise<RedisKey> {
+    const { redis, key, commandTimeoutMs, clock } = this.options;
+    for (let attempt = 0; ; attempt++) {
+      this.binding ??= this.options
+        .owner()
+        .then((owner) => (this.key = new RedisKey(redis, key, commandTimeoutMs, clock, owner, this.token)));
+      const b = this.binding;
+      try {
+        return await within(b, Math.max(1, deadline - clock.monoMs()), `reading the install id for tag ${JSON.stringify(this.tag)}`, clock);
+      } catch (err) {
+        if (this.binding === b) this.binding = undefined;
+        if (err instanceof IdleaseError) throw err;
+        const waitMs = backoffMs(attempt, this.options.retryMinMs, this.options.retryMaxMs);
+        if (clock.monoMs() + waitMs >= deadline) {
+          throw this.timedOut(
+            new IdleaseError(
+              'DB_UNAVAILABLE',
+              `Could not read the install id of the database holding tag ${JSON.stringify(this.tag)} within ${this.options.waitTimeoutMs} ms (waitTimeoutMs): ` +
+                `${String((err as Error)?.message ?? err)}. Check the database: the Redis key is bound to it.`,
+              { cause: err },
+            ),
+          );
+        }
+        await clock.sleep(waitMs);
+      }
+    }
+  }
+
+  private async take(n: number, deadline: number): Promise<bigint[]> {
     const clock = this.options.clock;
-    const deadline = clock.monoMs() + this.options.waitTimeoutMs;
+    const key = this.key ?? (await this.bind(deadline));
     const out: bigint[] = [];
     let failures = 0;
     let pauseMs = 1;
+    let failedAtRedis: unknown;
     for (;;) {
       if (this.closing) throw this.closedError();
       if (this.fatal !== undefined) throw this.fatal;
       let waitMs: number;
+      const left = deadline - clock.monoMs();
+      // A wait that Redis spent (in part) is Redis's fault, even when it answered again at the end
+      // (after a failover, the new primary's first window may still be on its way).
+      const redisCause = this.redisFailure ?? failedAtRedis;
+      if (left <= 0) throw this.timedOut(redisCause !== undefined ? this.redisUnavailable(redisCause) : this.noWindow());
       try {
-        const reply = await this.key.next(n - out.length, this.preloadLeft, this.options.claimTimeoutMs);
+        const reply = await key.next(
+          n - out.length,
+          this.preloadLeft,
+          this.options.claimTimeoutMs,
+          Math.min(this.options.commandTimeoutMs, Math.ceil(left)),
+        );
         this.calls++;
         failures = 0;
+        this.redisFailure = undefined;
         if (reply.kind === 'stale') {
           this.reseeds++;
           this.emit({ type: 'reseed', tag: this.tag, identity: reply.identity });
           this.elect(reply.identity, n - out.length, 0);
+        } else if (reply.kind === 'foreign') {
+          throw new ForeignKey(reply.owner);
         } else {
           for (const id of reply.ids) out.push(id);
           this.left = reply.left;
-          if (reply.ids.length > 0) this.measure(reply.ids[reply.ids.length - 1]!);
+          this.measure(reply.count);
           if (reply.elected !== undefined) this.elect(reply.elected, n - out.length, reply.left);
           if (out.length === n) {
             this.served += n;
             return out;
           }
+          if (reply.left === 0 && this.exhausted !== undefined) throw this.exhausted;
         }
         waitMs = pauseMs;
         pauseMs = Math.min(2 * pauseMs, MAX_POLL_MS);
       } catch (err) {
-        if (err instanceof IdleaseError && err.code === 'INVARIANT') throw err;
+        if (err instanceof ForeignKey) throw this.foreign(err.owner, key);
+        if (err === this.exhausted) throw err;
+        if (err instanceof IdleaseError && (err.code === 'INVARIANT' || err.code === 'BAD_CONFIG')) {
+          this.fatal = err;
+          throw err;
+        }
         this.redisErrors++;
         this.lastError = err;
+        this.redisFailure = err;
+        failedAtRedis = err;
         this.emit({ type: 'redis-error', tag: this.tag, error: err });
-        waitMs = backoffMs(failures++, this.options.retryMinMs, this.options.retryMaxMs);
         // IDs already taken for this call are dropped with it: a gap, as for any call that fails.
-        if (clock.monoMs() + waitMs > deadline) throw this.timedOut(this.redisUnavailable(err));
+        waitMs = backoffMs(failures++, this.options.retryMinMs, this.options.retryMaxMs);
       }
-      if (clock.monoMs() + waitMs > deadline) throw this.timedOut(this.noWindow());
-      await this.pause(waitMs);
+      await this.pause(Math.max(0, Math.min(waitMs, deadline - clock.monoMs())));
     }
+  }
+
+  /** A key bound to another database row: fatal for this sequence, and what to change. */
+  private foreign(owner: string, key: RedisKey): IdleaseError {
+    const err = new IdleaseError(
+      'BAD_CONFIG',
+      `Redis key ${key.key} belongs to another database row (${owner}); this sequence issues from ${this.ownerName()}. ` +
+        'Two databases, tables or installs share this Redis and key prefix: give each its own keyPrefix (CLI: --key-prefix). Nothing was issued from that key.',
+    );
+    this.fatal = err;
+    return err;
+  }
+
+  private ownerName(): string {
+    return `tag ${JSON.stringify(this.tag)} of ${this.options.schema ? `${this.options.schema}.` : ''}${this.options.table}`;
   }
 
   /** Wait `ms`, or less if the window loop finishes a round first. */
@@ -213,11 +300,14 @@ class RedisSequenceImpl implements RedisSequence {
   }
 
   private elect(identity: string, demand: number, left: number): void {
-    if (this.closing || this.fatal !== undefined) {
+    if (this.closing || this.fatal !== undefined || this.exhausted !== undefined) {
       // Elected by a call that was on the wire when this process stopped leasing: hand it on.
-      void this.key.release(identity).catch(() => undefined);
+      void this.key?.release(identity).catch(() => undefined);
       return;
     }
+    // Already elected on this incarnation (the script re-elects its claim holder's token on every
+    // call, so that a reply lost to a timeout does not leave the election to nobody): one round.
+    if (this.electedBy === identity) return;
     this.electedBy = identity;
     this.elections++;
     this.demand = Math.max(this.demand, demand);
@@ -235,34 +325,54 @@ class RedisSequenceImpl implements RedisSequence {
     this.preloadLeft = Number(preloadThreshold(size, this.ratePerMs, preloadHorizonMs(this.options.preloadMs, this.leaseLatencyMs)));
   }
 
-  /** The key's issue rate, from the last ID each reply carried (every process's calls move it). */
-  private measure(last: bigint): void {
+  /**
+   * The key's issue rate, from the count of IDs it issued (every process's calls move it, gaps in
+   * the ID space do not): measured at any speed. A count that went down is a reset key: skipped.
+   */
+  private measure(count: number): void {
     const now = this.options.clock.monoMs();
     if (this.rateAt === undefined) {
       this.rateAt = now;
-      this.ratePos = last;
+      this.ratePos = count;
       return;
     }
     const dt = now - this.rateAt;
-    if (dt < 100) return;
-    const moved = last - this.ratePos;
-    // A jump of more than a few windows is a reseed or another tag user's gap, not consumption.
-    if (moved >= 0n && moved <= BigInt(4 * Math.max(this.windowSize, 1000))) {
-      this.ratePerMs = ewma(this.ratePerMs, Number(moved) / dt);
+    const moved = count - this.ratePos;
+    // 100 ms makes a steady sample; a few ms are enough when they saw several windows go (flat out,
+    // the first windows would otherwise be leased at the row's step every millisecond or two).
+    if (dt < 100 && (dt < 5 || moved < 2 * Math.max(this.windowSize, this.rowStep ?? 1000))) return;
+    if (moved >= 0) {
+      this.ratePerMs = ewma(this.ratePerMs, moved / dt);
       this.refreshPreload();
     }
     this.rateAt = now;
-    this.ratePos = last;
+    this.ratePos = count;
   }
 
   private async windowStep(): Promise<number> {
     const identity = this.electedBy!;
     const election = this.elections;
     const started = this.options.clock.monoMs();
-    const w = await this.leaseWindow();
+    const key = this.key!;
+    let w: Window;
+    try {
+      w = await this.leaseWindow();
+    } catch (err) {
+      this.windowFailure = { side: 'db', error: err };
+      throw err;
+    }
     this.leaseLatencyMs = ewma(this.leaseLatencyMs, this.options.clock.monoMs() - started);
     this.refreshPreload();
-    const r = await this.key.install(identity, w);
+    let r: Awaited<ReturnType<RedisKey['install']>>;
+    try {
+      r = await key.install(identity, w);
+    } catch (err) {
+      // The window may have landed (a lost reply): never given back, a gap at most.
+      if (err instanceof ForeignKey) throw this.foreign(err.owner, key);
+      this.windowFailure = { side: 'redis', error: err };
+      throw err;
+    }
+    this.windowFailure = undefined;
     if (this.elections === election) this.electedBy = undefined;
     this.demand = 0;
     switch (r.kind) {
@@ -282,7 +392,7 @@ class RedisSequenceImpl implements RedisSequence {
         // window already landed (ioredis resends), or the database went back. Never given back.
         const row = await this.options.store.read(this.tag);
         const maxId = row?.maxId ?? 0n;
-        if (isRegression(w, r.hi, maxId)) throw this.regressed(w, r.hi, maxId);
+        if (isRegression(w, r.hi, maxId)) throw this.regressed(w, r.hi, r.top, maxId);
         await this.lose(w, 'race', false);
         break;
       }
@@ -298,11 +408,20 @@ class RedisSequenceImpl implements RedisSequence {
 
   private windowFailed(err: unknown, attempt: number, retryInMs: number): boolean {
     this.lastError = err;
+    if (err instanceof IdleaseError && err.code === 'EXHAUSTED') {
+      // The row is at 2^63−1, but the key may still hold its last IDs: callers take them, and
+      // meet EXHAUSTED only when the key is empty.
+      this.exhausted = err;
+      const identity = this.electedBy;
+      this.electedBy = undefined;
+      if (identity !== undefined) void this.key?.release(identity).catch(() => undefined);
+      return false;
+    }
     if (!isRetryable(err)) {
       this.fatal = err;
       // The others must not wait out claimTimeoutMs for a window this process will never install:
       // elected in turn, each meets the same error itself.
-      if (this.electedBy !== undefined) void this.key.release(this.electedBy).catch(() => undefined);
+      if (this.electedBy !== undefined) void this.key?.release(this.electedBy).catch(() => undefined);
       return false;
     }
     this.leaseErrors++;
@@ -336,13 +455,23 @@ class RedisSequenceImpl implements RedisSequence {
     // What Redis still holds plus this window is at most one window (`size`, or what is left of
     // the current one when the policy shrank below it): a Redis that loses its data, queued
     // window included, or dies while this lease is on its way, costs at most one window of IDs.
-    const leaseSize = Math.max(1, size - this.leftAtElection);
-    const res = await store.lease(this.tag, leaseSize);
-    if (res.kind === 'full')
-      throw new IdleaseError(
-        'EXHAUSTED',
-        `Tag ${JSON.stringify(this.tag)} reached the largest 64-bit ID (max_id = ${res.maxId}); IDs never wrap. Use a new tag.`,
-      );
+    let leaseSize = Math.max(1, size - this.leftAtElection);
+    // Near 2^63−1 the last IDs are leased as a smaller window, so EXHAUSTED comes exactly at the
+    // limit; a 'full' answer means another lease came first: shrink to what is left and go again.
+    let maxId = row.maxId;
+    let res: Awaited<ReturnType<typeof store.lease>>;
+    for (;;) {
+      const rest = MAX_INT64 - maxId;
+      if (rest < 1n)
+        throw new IdleaseError(
+          'EXHAUSTED',
+          `Tag ${JSON.stringify(this.tag)} reached the largest 64-bit ID (max_id = ${maxId}); IDs never wrap. Use a new tag.`,
+        );
+      if (BigInt(leaseSize) > rest) leaseSize = Number(rest);
+      res = await store.lease(this.tag, leaseSize);
+      if (res.kind !== 'full') break;
+      maxId = res.maxId;
+    }
     if (res.kind === 'unknown')
       throw new IdleaseError(
         'UNKNOWN_TAG',
@@ -366,14 +495,15 @@ class RedisSequenceImpl implements RedisSequence {
     return ok;
   }
 
-  private regressed(w: Window, hi: bigint, maxId: bigint): IdleaseError {
+  private regressed(w: Window, hi: bigint, top: bigint, maxId: bigint): IdleaseError {
     this.regressions++;
     this.emit({ type: 'regression', tag: this.tag, start: w.base + 1n, end: w.end, redisHigh: hi, maxId });
+    const above = top > 0n ? top : hi;
     return new IdleaseError(
       'INVARIANT',
       `Tag ${JSON.stringify(this.tag)} went backwards in the database: a lease returned (${w.base}, ${w.end}], but Redis key ${this.options.key} ` +
-        `already issued up to ${hi} (max_id now ${maxId}). Was the database failed over to a replica that missed recent writes, or restored? ` +
-        `Nothing was issued from that window. Raise the row above what Redis and every other process used: \`idlease tag bump ${this.tag} --to <n>\` with n > ${hi} ` +
+        `already issued IDs up to ${top > 0n ? top : `at most ${hi}`} (windows up to ${hi}; max_id now ${maxId}). Was the database failed over to a replica that missed recent writes, or restored? ` +
+        `Nothing was issued from that window. Raise the row above what Redis and every other process used: \`idlease tag bump ${this.tag} --to <n>\` with n > ${hi >= above ? hi : above} ` +
         'plus the largest step in use × the number of processes (docs/redis.md), then restart this process.',
     );
   }
@@ -387,13 +517,16 @@ class RedisSequenceImpl implements RedisSequence {
     );
   }
 
+  /** No window arrived in time: REDIS_UNAVAILABLE when this process's install failed at Redis, else DB_UNAVAILABLE. */
   private noWindow(): IdleaseError {
-    const cause = this.lastError;
+    const f = this.windowFailure;
+    if (f?.side === 'redis') return this.redisUnavailable(f.error);
+    const cause = f?.error;
     return new IdleaseError(
       'DB_UNAVAILABLE',
       `No window for tag ${JSON.stringify(this.tag)} arrived in Redis within ${this.options.waitTimeoutMs} ms (waitTimeoutMs): ` +
         (cause === undefined
-          ? 'the process leasing it did not finish (another process may hold the election for claimTimeoutMs).'
+          ? 'the process elected to lease it did not install one (it may be another process, holding the election for claimTimeoutMs).'
           : `last error: ${String((cause as Error)?.message ?? cause)}.`) +
         ' Check the database holding the segment row.',
       cause === undefined ? undefined : { cause },
@@ -420,11 +553,12 @@ class RedisSequenceImpl implements RedisSequence {
     const { closeTimeoutMs, clock } = this.options;
     const until = clock.monoMs() + closeTimeoutMs;
     await this.windowTask.stop(closeTimeoutMs);
-    if (this.electedBy !== undefined) void this.key.release(this.electedBy).catch(() => undefined);
+    const key = this.key;
+    if (this.electedBy !== undefined) void key?.release(this.electedBy).catch(() => undefined);
     const q = this.queued;
-    if (q !== undefined) {
+    if (q !== undefined && key !== undefined) {
       const giveBack = (async () => {
-        if (await this.key.unqueue(q.identity, q.window.base)) await this.giveBack(q.window);
+        if (await key!.unqueue(q.identity, q.window.base)) await this.giveBack(q.window);
       })().catch(() => undefined);
       await settlesWithin(giveBack, Math.max(0, until - clock.monoMs()), clock);
     }

@@ -29,10 +29,11 @@ export function windowOf(end: bigint, size: number, tag: string): Window {
   return { base, size, end };
 }
 
-/** What one `next` call answered. */
+/** What one `next` call answered. `count`: IDs the key issued since it was last reset (every process's calls). */
 export type NextReply =
-  | { readonly kind: 'ok'; readonly ids: bigint[]; readonly left: number; readonly elected: string | undefined }
-  | { readonly kind: 'stale'; readonly identity: string };
+  | { readonly kind: 'ok'; readonly ids: bigint[]; readonly left: number; readonly elected: string | undefined; readonly count: number }
+  | { readonly kind: 'stale'; readonly identity: string }
+  | { readonly kind: 'foreign'; readonly owner: string };
 
 const DECIMAL = /^(0|[1-9]\d{0,18})$/;
 const SMALL = /^(0|[1-9]\d{0,15})$/;
@@ -47,9 +48,11 @@ function malformed(reply: readonly string[]): IdleaseError {
 /** IDs from the (base, off, count) triples of a `next` reply, in order, exact: BigInt on the client, never Lua doubles. */
 export function parseNextReply(reply: readonly string[]): NextReply {
   if (reply[0] === 'stale' && reply.length === 2) return { kind: 'stale', identity: reply[1]! };
-  if (reply[0] !== 'ok' || reply.length < 3 || (reply.length - 3) % 3 !== 0 || !SMALL.test(reply[1]!)) throw malformed(reply);
+  if (reply[0] === 'foreign' && reply.length === 2) return { kind: 'foreign', owner: reply[1]! };
+  if (reply[0] !== 'ok' || reply.length < 4 || (reply.length - 4) % 3 !== 0 || !SMALL.test(reply[1]!) || !SMALL.test(reply[3]!))
+    throw malformed(reply);
   const ids: bigint[] = [];
-  for (let i = 3; i < reply.length; i += 3) {
+  for (let i = 4; i < reply.length; i += 3) {
     const [b, o, c] = [reply[i]!, reply[i + 1]!, reply[i + 2]!];
     if (!DECIMAL.test(b) || !SMALL.test(o) || !SMALL.test(c)) throw malformed(reply);
     const first = BigInt(b) + BigInt(o) + 1n;
@@ -57,19 +60,23 @@ export function parseNextReply(reply: readonly string[]): NextReply {
     if (first + BigInt(count) - 1n > MAX_INT64) throw malformed(reply);
     for (let k = 0; k < count; k++) ids.push(first + BigInt(k));
   }
-  return { kind: 'ok', ids, left: Number(reply[1]), elected: reply[2] === '' ? undefined : reply[2] };
+  return { kind: 'ok', ids, left: Number(reply[1]), elected: reply[2] === '' ? undefined : reply[2], count: Number(reply[3]) };
 }
 
 export type InstallReply =
   | { readonly kind: 'current' | 'queued' | 'lost' }
-  | { readonly kind: 'low'; readonly hi: bigint }
-  | { readonly kind: 'stale'; readonly identity: string };
+  /** Below the key's high-water mark `hi`; `top` is the highest ID the key issued (0 if none is known). */
+  | { readonly kind: 'low'; readonly hi: bigint; readonly top: bigint }
+  | { readonly kind: 'stale'; readonly identity: string }
+  | { readonly kind: 'foreign'; readonly owner: string };
 
 export function parseInstallReply(reply: readonly string[]): InstallReply {
   const [kind, arg] = reply;
   if ((kind === 'current' || kind === 'queued' || kind === 'lost') && reply.length === 1) return { kind };
-  if (kind === 'low' && reply.length === 2 && DECIMAL.test(arg!)) return { kind, hi: BigInt(arg!) };
+  if (kind === 'low' && reply.length === 4 && DECIMAL.test(arg!) && DECIMAL.test(reply[2]!) && SMALL.test(reply[3]!))
+    return { kind, hi: BigInt(arg!), top: BigInt(reply[2]!) + BigInt(reply[3]!) };
   if (kind === 'stale' && reply.length === 2) return { kind, identity: arg! };
+  if (kind === 'foreign' && reply.length === 2) return { kind, owner: arg! };
   throw malformed(reply);
 }
 

@@ -106,7 +106,6 @@ function descendants(pid: number): number[] {
   return out;
 }
 
-
 function killQuietly(pid: number, signal: NodeJS.Signals): void {
   try {
     process.kill(pid, signal);

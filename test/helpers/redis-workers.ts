@@ -25,6 +25,8 @@ export interface WorkerSummary {
   lostWindows: number;
   givenBack: string;
   calls: number;
+  /** The longest next()/nextBatch() call, from its start to its answer or error. */
+  maxCallMs: number;
 }
 
 /** `spawner`: how to start the process (default here; a partition link's `spawn` runs it in its namespace). */
@@ -56,6 +58,7 @@ export function startRedisWorker(
 
 export async function summaryOf(w: RedisWorker): Promise<WorkerSummary> {
   const r = await w.exit;
+  if (process.env.IDLEASE_WORKER_ERRORS && r.stderr) console.log(`${w.name}: ${r.stderr}`);
   const line = /summary (.*)\n/.exec(r.stdout);
   if (r.code !== 0 || !line) throw new Error(`worker ${w.name} exited ${r.code ?? r.signal}: ${r.stderr.slice(-2000)}`);
   return JSON.parse(line[1]!) as WorkerSummary;

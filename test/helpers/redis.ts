@@ -8,6 +8,7 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createClient } from 'redis';
+import { Redis } from 'ioredis';
 import { freePort, waitForPort } from './servers.js';
 
 export type Persistence = 'none' | 'rdb' | 'aof-everysec' | 'aof-always';
@@ -136,4 +137,21 @@ async function spawnRedis(argsFor: (port: number, dir: string) => string[], env:
   };
   await server.start();
   return server;
+}
+
+/** A connected node-redis client that reconnects every 20 ms; destroyed by `cleanup`. */
+export async function nodeRedisOn(port: number, cleanup: Array<() => unknown>) {
+  const c = createClient({ socket: { port, host: '127.0.0.1', reconnectStrategy: () => 20 } });
+  c.on('error', () => undefined);
+  await c.connect();
+  cleanup.push(() => c.destroy());
+  return c;
+}
+
+/** An ioredis client that reconnects every 20 ms and keeps commands queued while down; disconnected by `cleanup`. */
+export function ioRedisOn(port: number, cleanup: Array<() => unknown>) {
+  const c = new Redis({ port, host: '127.0.0.1', retryStrategy: () => 20, maxRetriesPerRequest: null });
+  c.on('error', () => undefined);
+  cleanup.push(() => c.disconnect());
+  return c;
 }

@@ -35,6 +35,7 @@ describe.each(['mysql', 'postgres'] as const)('down migrations keep what guards 
       'workers:idlease_workers',
       'tickets:default:v2',
       'tickets:default',
+      'install:idlease_install',
       'segments:idlease_segments:v2',
       'segments:idlease_segments',
     ]);

@@ -5,11 +5,9 @@
  * close() giving the prefetched window back, and the classic Lua snowflake repeating IDs.
  */
 import net from 'node:net';
-import { Redis } from 'ioredis';
-import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDb, type TestDb } from '../helpers/db.js';
-import { startRedis, type RedisServer } from '../helpers/redis.js';
+import { ioRedisOn, nodeRedisOn, startRedis, type RedisServer } from '../helpers/redis.js';
 import { clockStep } from '../helpers/clock-step.js';
 import { migrate } from '../../src/migrations/migrate.js';
 import { addTag } from '../../src/segment/admin.js';
@@ -40,20 +38,8 @@ afterAll(async () => {
   for (const d of Object.values(dbs)) await d.drop();
 });
 
-async function nodeRedis(port = server.port) {
-  const c = createClient({ socket: { port, host: '127.0.0.1', reconnectStrategy: () => 20 } });
-  c.on('error', () => undefined);
-  await c.connect();
-  cleanup.push(() => c.destroy());
-  return c;
-}
-
-function ioRedis(port = server.port) {
-  const c = new Redis({ port, host: '127.0.0.1', retryStrategy: () => 20, maxRetriesPerRequest: null });
-  c.on('error', () => undefined);
-  cleanup.push(() => c.disconnect());
-  return c;
-}
+const nodeRedis = (port = server.port) => nodeRedisOn(port, cleanup);
+const ioRedis = (port = server.port) => ioRedisOn(port, cleanup);
 
 describe.each(['postgres', 'mysql'] as const)('Redis sequence on %s', (flavor) => {
   it('one strictly increasing order across four sequences with their own clients, 64 callers each', async () => {
@@ -115,6 +101,11 @@ describe('Redis sequence (PostgreSQL row)', () => {
     }
     expect(isIdleaseError(err, 'INVARIANT'), String(err)).toBe(true);
     expect(String((err as Error).message)).toContain(`idlease tag bump ${tag}`);
+    // The message names the highest ID the key had issued when the window came back (an ID this
+    // process handed out, at least the 25th), not the end of its highest window.
+    const named = BigInt(/already issued IDs up to (\d+) /.exec(String((err as Error).message))![1]!);
+    expect(seen).toContain(named);
+    expect(named).toBeGreaterThanOrEqual(seen[24]!);
     expect(new Set(seen).size).toBe(seen.length);
     expect(seq.stats().regressions).toBe(1);
     await seq.close();
@@ -137,6 +128,16 @@ describe('Redis sequence (PostgreSQL row)', () => {
     expect(new Set(top).size).toBe(200);
     await expect(b.next()).rejects.toMatchObject({ code: 'EXHAUSTED' });
     await b.close();
+
+    // max_id at 2^63−5 with step 100: the last four IDs are issued, then EXHAUSTED, not 4 IDs early.
+    await addTag(db().knex, { tag: 'last4', step: 100, start: MAX_INT64 - 4n });
+    const c = createRedisSequence({ redis: await nodeRedis(), knex: db().knex, tag: 'last4', minStep: 100, maxStep: 100 });
+    expect(await c.nextBatch(2)).toEqual([MAX_INT64 - 4n, MAX_INT64 - 3n]);
+    // Let the prefetch meet the end of the row first: the key's last three IDs are still handed out.
+    await new Promise((r) => setTimeout(r, 300));
+    expect([await c.next(), await c.next(), await c.next()]).toEqual([MAX_INT64 - 2n, MAX_INT64 - 1n, MAX_INT64]);
+    await expect(c.next()).rejects.toMatchObject({ code: 'EXHAUSTED' });
+    await c.close();
   });
 
   it.each(['ioredis', 'node-redis'] as const)('a reply lost on the wire (%s): a gap, never a duplicate', async (kind) => {
@@ -169,11 +170,14 @@ describe('Redis sequence (PostgreSQL row)', () => {
     // Past half of the first window the caller is elected; the second window is queued behind it.
     for (let i = 0; i < 50 && (await redisKeyStatus(redis, tag)).queued === undefined; i++) await new Promise((r) => setTimeout(r, 10));
     const store = createKnexSegmentStore(db().knex);
-    // Elected with 50 of 100 left: the queued window is the other 50 of one window (the loss bound).
-    expect((await store.read(tag))!.maxId).toBe(150n);
+    // Elected with k of 100 left (k: the preload rule at the measured rate): the queued window is
+    // the other 100 − k of one window (the loss bound).
+    const leased = (await store.read(tag))!.maxId;
+    expect(leased).toBeGreaterThan(100n);
+    expect(leased).toBeLessThanOrEqual(200n);
     await seq.close();
     expect((await store.read(tag))!.maxId).toBe(100n);
-    expect(seq.stats().givenBack).toBe(50n);
+    expect(seq.stats().givenBack).toBe(leased - 100n);
     // The next user starts right after the window that was used.
     const again = createRedisSequence({ redis: await nodeRedis(), knex: db().knex, tag, minStep: 100, maxStep: 100 });
     expect(await again.nextBatch(21)).toEqual(Array.from({ length: 21 }, (_, i) => 81n + BigInt(i)));

@@ -64,6 +64,7 @@ async function run(
   workers: number,
   count: number,
   disrupt: (ws: RedisWorker[]) => Promise<void>,
+  extra: (i: number) => Record<string, unknown> = () => ({}),
 ): Promise<Outcome> {
   await addTag(db.knex, { tag, step: 100 });
   const dir = mkdtempSync(path.join(tmpdir(), 'idlease-redis-ids-'));
@@ -75,6 +76,7 @@ async function run(
       tag,
       count,
       client: i % 2 ? 'ioredis' : 'node-redis',
+      ...extra(i),
     }),
   );
   try {
@@ -281,6 +283,52 @@ describe('Redis sequence under Redis loss (OS workers, half on node-redis and ha
     expect(o.total).toBe(4 * PER_WORKER);
     expect(o.duplicates).toBe(0);
     expect(o.unordered).toBe(0);
+  });
+
+  it('Sentinel-aware clients of both libraries (ioredis { sentinels, name }, node-redis createSentinel()) through a primary SIGKILL, three sentinels, two replicas: no duplicate, every call within its bound, no DB_UNAVAILABLE', async () => {
+    // The settings docs/redis.md gives: min-replicas-to-write 1 on every node, so two replicas:
+    // after the failover the new primary still has one replica and keeps accepting writes.
+    const safe = ['--min-replicas-to-write', '1', '--min-replicas-max-lag', '10'];
+    const primary = await redis('none', safe);
+    const replicas = [await redis('none', safe), await redis('none', safe)];
+    for (const r of replicas) await r.command('REPLICAOF', '127.0.0.1', String(primary.port));
+    for (const r of replicas) await until(async () => /master_link_status:up/.test(String(await r.command('INFO', 'replication'))));
+    const sentinels = await Promise.all([0, 1, 2].map(() => startSentinel(primary.port)));
+    servers.push(...sentinels);
+    await until(async () => /num-other-sentinels\W+2\b/.test(JSON.stringify(await sentinels[0]!.command('SENTINEL', 'master', 'idl'))));
+    const waitTimeoutMs = 2000;
+    const commandTimeoutMs = 500;
+    const o = await run(
+      'sentinel-aware',
+      primary.port,
+      4,
+      PER_WORKER,
+      async (ws) => {
+        await untilProgress(ws, PER_WORKER * 0.4);
+        await primary.kill();
+        await until(
+          async () => !String(await sentinels[0]!.command('SENTINEL', 'get-master-addr-by-name', 'idl')).includes(String(primary.port)),
+          30_000,
+        );
+      },
+      () => ({ sentinels: sentinels.map((s) => s.port) }),
+    );
+    report('Sentinel-aware clients', o);
+    console.log(
+      `  longest call per worker (ms): ${o.summaries.map((s) => s.maxCallMs).join(', ')}; errors: ${JSON.stringify(o.summaries.map((s) => s.errors))}`,
+    );
+    expect(o.total).toBe(4 * PER_WORKER);
+    expect(o.duplicates).toBe(0);
+    expect(o.unordered).toBe(0);
+    // The promoted replica's own incarnation installed the key's window: the workers went on there.
+    const newMaster = String(await sentinels[0]!.command('SENTINEL', 'get-master-addr-by-name', 'idl'));
+    const promoted = replicas.find((r) => newMaster.includes(String(r.port)))!;
+    const runId = /run_id:(\w+)/.exec(String(await promoted.command('INFO', 'server')))![1];
+    expect(String(await promoted.command('HGET', 'idlease:seq:sentinel-aware', 'inc')).split('/')[0]).toBe(runId);
+    for (const s of o.summaries) {
+      expect(s.maxCallMs).toBeLessThanOrEqual(waitTimeoutMs + commandTimeoutMs + 300);
+      expect(s.errors.DB_UNAVAILABLE ?? 0).toBe(0);
+    }
   });
 
   it('Redis Cluster: the slot of the key migrated to another node (MIGRATE + SETSLOT), the switch following it', async () => {

@@ -8,7 +8,7 @@
  */
 import { existsSync } from 'node:fs';
 import { idFile } from '../helpers/id-file.js';
-import { createClient } from 'redis';
+import { createClient, createSentinel } from 'redis';
 import { Redis } from 'ioredis';
 import { connect } from '../../src/connect.js';
 import { createRedisSequence } from '../../src/redis-sequence/index.js';
@@ -23,6 +23,10 @@ interface WorkerConfig {
   count: number;
   out: string;
   client?: 'node-redis' | 'ioredis';
+  /** Sentinel ports: the client is Sentinel-aware (ioredis { sentinels, name }, node-redis createSentinel()) and follows the master they name. */
+  sentinels?: number[];
+  /** The master's name at the sentinels. Default idl. */
+  masterName?: string;
   minStep?: number;
   maxStep?: number;
   /** Stop early when this file appears (HA tests that run until told). */
@@ -35,7 +39,29 @@ const cfg = JSON.parse(process.argv[2] ?? '{}') as WorkerConfig;
 const knex = connect(cfg.dbUrl, { poolMax: 2 });
 let redis: unknown;
 let quit: () => Promise<unknown>;
-if (cfg.client === 'ioredis') {
+const host = cfg.redisHost ?? '127.0.0.1';
+if (cfg.sentinels && cfg.client === 'ioredis') {
+  const io = new Redis({
+    sentinels: cfg.sentinels.map((port) => ({ host, port })),
+    name: cfg.masterName ?? 'idl',
+    retryStrategy: () => 20,
+    sentinelRetryStrategy: () => 20,
+    maxRetriesPerRequest: null,
+  });
+  io.on('error', () => undefined);
+  redis = io;
+  quit = async () => io.disconnect();
+} else if (cfg.sentinels) {
+  const s = createSentinel({
+    name: cfg.masterName ?? 'idl',
+    sentinelRootNodes: cfg.sentinels.map((port) => ({ host, port })),
+    nodeClientOptions: { socket: { reconnectStrategy: () => 20, connectTimeout: 1000 } },
+  });
+  s.on('error', () => undefined);
+  await s.connect();
+  redis = s;
+  quit = async () => s.destroy();
+} else if (cfg.client === 'ioredis') {
   const io = new Redis({
     port: cfg.redisPort,
     host: cfg.redisHost ?? '127.0.0.1',
@@ -70,7 +96,10 @@ const seq = createRedisSequence({
 });
 const ids = idFile(cfg.out, 256);
 const errors: Record<string, number> = {};
+// The longest call, from its start to its answer or its error: every call must settle within its bound.
+let maxCallMs = 0;
 for (let round = 0; ids.count < cfg.count && !(round % 64 === 0 && cfg.stopFile && existsSync(cfg.stopFile)); round++) {
+  const t0 = performance.now();
   try {
     if (round % 8 === 0) {
       for (const id of await seq.nextBatch(Math.min(1 + (round % 37), cfg.count - ids.count))) ids.put(id);
@@ -84,6 +113,9 @@ for (let round = 0; ids.count < cfg.count && !(round % 64 === 0 && cfg.stopFile 
       process.exit(3);
     }
     errors[code] = (errors[code] ?? 0) + 1;
+    if (process.env.IDLEASE_WORKER_ERRORS) process.stderr.write(`${code}: ${String((err as Error).message)}\n`);
+  } finally {
+    maxCallMs = Math.max(maxCallMs, performance.now() - t0);
   }
   if (cfg.pauseMs) await new Promise((r) => setTimeout(r, cfg.pauseMs));
 }
@@ -93,5 +125,5 @@ await seq.close();
 await quit();
 await knex.destroy();
 process.stdout.write(
-  `summary ${JSON.stringify({ done: ids.count, errors, windows: s.windows, reseeds: s.reseeds, lostWindows: s.lostWindows, givenBack: String(s.givenBack), calls: s.calls })}\n`,
+  `summary ${JSON.stringify({ done: ids.count, errors, windows: s.windows, reseeds: s.reseeds, lostWindows: s.lostWindows, givenBack: String(s.givenBack), calls: s.calls, maxCallMs: Math.round(maxCallMs) })}\n`,
 );

@@ -16,7 +16,11 @@ function codeOf(fn: () => unknown): string | undefined {
 describe('migrate options are validated before any SQL runs', () => {
   it('defaults to the segment table in idlease_migrations', () => {
     const plan = planMigrations('postgres');
-    expect(plan.migrations.map((m) => m.name)).toEqual(['segments:idlease_segments', 'segments:idlease_segments:v2']);
+    expect(plan.migrations.map((m) => m.name)).toEqual([
+      'segments:idlease_segments',
+      'segments:idlease_segments:v2',
+      'install:idlease_install',
+    ]);
     expect(plan.migrationsTable).toBe('idlease_migrations');
     expect(Object.isFrozen(plan)).toBe(true);
   });
@@ -82,6 +86,7 @@ describe('the worker table name leaves room for its instance marker (<table>_ins
     expect(planMigrations('postgres', { workers: { table: ok } }).migrations.map((m) => m.name)).toEqual([
       'segments:idlease_segments',
       'segments:idlease_segments:v2',
+      'install:idlease_install',
       `workers:${ok}`,
       `workers:${ok}:v2`,
     ]);

@@ -3,8 +3,8 @@
  * doubles), the regression rule, and option checks. No Redis and no database: a node-redis client
  * that is created but never connected is enough to pass the client check.
  */
-import { createClient } from 'redis';
-import { Redis } from 'ioredis';
+import { createClient, createCluster, createSentinel } from 'redis';
+import { Cluster, Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { isRegression, parseInstallReply, parseNextReply, windowOf } from '../../src/redis-sequence/window.js';
 import { resolveRedisSequenceOptions } from '../../src/redis-sequence/options.js';
@@ -36,32 +36,39 @@ describe('script replies', () => {
   it('IDs are computed exactly from decimal bases, across two windows', () => {
     const base = String(MAX_INT64 - 10n);
     // Window (max−10, max−3]: offsets 5..7 issued; then window (max−3, max]: offsets 0..1.
-    const r = parseNextReply(['ok', '7', '', base, '4', '3', String(MAX_INT64 - 3n), '0', '2']);
+    const r = parseNextReply(['ok', '7', '', '42', base, '4', '3', String(MAX_INT64 - 3n), '0', '2']);
     expect(r).toEqual({
       kind: 'ok',
       left: 7,
       elected: undefined,
+      count: 42,
       ids: [MAX_INT64 - 5n, MAX_INT64 - 4n, MAX_INT64 - 3n, MAX_INT64 - 2n, MAX_INT64 - 1n],
     });
   });
 
   it('values past 2^53 keep every digit', () => {
-    const r = parseNextReply(['ok', '0', 'abc/def', '9007199254740993', '0', '1']);
-    expect(r).toEqual({ kind: 'ok', left: 0, elected: 'abc/def', ids: [9007199254740994n] });
+    const r = parseNextReply(['ok', '0', 'abc/def', '1', '9007199254740993', '0', '1']);
+    expect(r).toEqual({ kind: 'ok', left: 0, elected: 'abc/def', count: 1, ids: [9007199254740994n] });
   });
 
-  it('stale, and install answers', () => {
+  it('stale, foreign, and install answers; a low answer carries the highest ID issued', () => {
     expect(parseNextReply(['stale', 'id'])).toEqual({ kind: 'stale', identity: 'id' });
+    expect(parseNextReply(['foreign', 'inst/idlease.t/order'])).toEqual({ kind: 'foreign', owner: 'inst/idlease.t/order' });
     expect(parseInstallReply(['queued'])).toEqual({ kind: 'queued' });
-    expect(parseInstallReply(['low', '12345678901234567890'.slice(0, 19)])).toEqual({ kind: 'low', hi: 1234567890123456789n });
+    expect(parseInstallReply(['low', '12345678901234567890'.slice(0, 19), '1234567890123456000', '7'])).toEqual({
+      kind: 'low',
+      hi: 1234567890123456789n,
+      top: 1234567890123456007n,
+    });
   });
 
   it.each([
     [['ok']],
-    [['ok', '1', '', '12', '0']],
-    [['ok', '1', '', '1e5', '0', '1']],
-    [['ok', '1', '', String(MAX_INT64), '0', '1']],
-    [['ok', '-1', '']],
+    [['ok', '1', '', '0', '12', '0']],
+    [['ok', '1', '', '0', '1e5', '0', '1']],
+    [['ok', '1', '', '0', String(MAX_INT64), '0', '1']],
+    [['ok', '-1', '', '0']],
+    [['ok', '1', '', '-3']],
     [['what']],
   ])('a reply the script cannot give is refused: %j', (reply) => {
     expect(() => parseNextReply(reply)).toThrow(expect.objectContaining({ code: 'INVARIANT' }));
@@ -73,7 +80,7 @@ describe('options', () => {
   const store: SegmentStore = new MemoryStore();
 
   it('defaults', () => {
-    const o = resolveRedisSequenceOptions({ redis, store, tag: 'order' });
+    const o = resolveRedisSequenceOptions({ redis, store, tag: 'order', owner: 'mine' });
     expect(o).toMatchObject({
       key: 'idlease:seq:order',
       commandTimeoutMs: 1000,
@@ -90,6 +97,25 @@ describe('options', () => {
     io.disconnect();
   });
 
+  it('Sentinel clients of both libraries get their adapter: ioredis { sentinels, name }, node-redis createSentinel()', () => {
+    const io = new Redis({ sentinels: [{ host: '127.0.0.1', port: 1 }], name: 'm', lazyConnect: true });
+    expect(redisCommander(io).kind).toBe('ioredis');
+    io.disconnect();
+    const s = createSentinel({ name: 'm', sentinelRootNodes: [{ host: '127.0.0.1', port: 1 }] });
+    expect(redisCommander(s).kind).toBe('node-redis-sentinel');
+  });
+
+  it('cluster clients of both libraries are refused at creation with BAD_CONFIG naming Sentinel', () => {
+    const io = new Cluster([{ host: '127.0.0.1', port: 1 }], { lazyConnect: true });
+    const nr = createCluster({ rootNodes: [{ url: 'redis://127.0.0.1:1' }] });
+    for (const c of [io, nr]) {
+      expect(() => resolveRedisSequenceOptions({ redis: c, store, tag: 'x', owner: 'o' })).toThrow(
+        expect.objectContaining({ code: 'BAD_CONFIG', message: expect.stringMatching(/cluster client.*Sentinel/) }),
+      );
+    }
+    io.disconnect();
+  });
+
   it.each([
     [{ tag: 'x', store }, /needs `redis`/],
     [{ redis: {}, tag: 'x', store }, /redis must be/],
@@ -100,6 +126,8 @@ describe('options', () => {
     [{ redis, tag: 'x', store, onEvent: 1 }, /onEvent/],
     [{ redis, tag: 'x', store, redisUrl: 'redis://' }, /unknown option "redisUrl"/],
     [{ redis, tag: '', store }, /tag must be/],
+    [{ redis, tag: 'x', store }, /with `store` needs `owner`/],
+    [{ redis, tag: 'x', store, owner: '' }, /owner must be/],
   ])('refused with BAD_CONFIG: %#', (options, message) => {
     expect(() => resolveRedisSequenceOptions(options as never)).toThrow(
       expect.objectContaining({ code: 'BAD_CONFIG', message: expect.stringMatching(message) }),

@@ -1,0 +1,52 @@
+/**
+ * The install id: one row, one random id, written by `migrate` beside the segment table. It names
+ * an install of idlease, not a server: a promoted replica or a restored backup carries the same row
+ * (the same install), while two databases migrated apart never share one. What is bound to an
+ * install (a Redis sequence's key: src/redis-sequence/) reads it here.
+ */
+import { ownObject, ownObjectName, type Flavor } from './detect.js';
+import { isMissingTable, notMigratedError } from './missing-object.js';
+import type { SqlExecutor } from './sql.js';
+import { withDeadline } from '../runtime/deadline.js';
+
+export const INSTALL_TABLE = 'idlease_install';
+
+/** DDL of the install table; `insert` takes the new id as its one bound value and does nothing when a row exists. */
+export function installTableDdl(flavor: Flavor, schema: string | undefined): { create: string; insert: string; down: string } {
+  const t = ownObject(flavor, schema, INSTALL_TABLE);
+  const create =
+    flavor === 'mysql'
+      ? `CREATE TABLE IF NOT EXISTS ${t} (
+  id varchar(64) NOT NULL,
+  created_at timestamp(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
+  PRIMARY KEY (id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`
+      : `CREATE TABLE IF NOT EXISTS ${t} (
+  id varchar(64) PRIMARY KEY,
+  created_at timestamptz NOT NULL DEFAULT now()
+)`;
+  const insert = `INSERT INTO ${t} (id) SELECT ? ${flavor === 'mysql' ? 'FROM DUAL ' : ''}WHERE NOT EXISTS (SELECT 1 FROM ${t})`;
+  return { create, insert, down: `DROP TABLE IF EXISTS ${t}` };
+}
+
+/** The install id (the oldest row, should a copy ever hold two); NOT_MIGRATED when the table or its row is missing. */
+export async function readInstallId(db: SqlExecutor, schema: string | undefined, timeoutMs: number): Promise<string> {
+  const t = ownObject(db.flavor, schema, INSTALL_TABLE);
+  const missing = (cause?: unknown) =>
+    notMigratedError({
+      what: `The install id of this database (${ownObjectName(db.flavor, schema, INSTALL_TABLE)}, which Redis sequence keys are bound to) is missing.`,
+      call: 'migrate(knex)',
+      flags: schema === undefined ? '' : `--schema ${schema}`,
+      cause,
+    });
+  let rows: readonly (readonly unknown[])[];
+  try {
+    rows = (await withDeadline(db.run(`SELECT id FROM ${t} ORDER BY created_at, id`, []), timeoutMs)).rows;
+  } catch (err) {
+    if (isMissingTable(err)) throw missing(err);
+    throw err;
+  }
+  const id = rows[0]?.[0];
+  if (typeof id !== 'string' || id === '') throw missing();
+  return id;
+}
