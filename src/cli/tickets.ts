@@ -10,7 +10,8 @@ import { IdleaseError } from '../errors.js';
 import { createTicketAllocator } from '../ticket/allocator.js';
 import { reshardTickets } from '../ticket/reshard.js';
 import type { MigrateFlagContributor } from './migrate.js';
-import { globals, openDatabase, positiveInt, print, refuseBadConnection, waitMs } from './context.js';
+import { DEFAULT_PGLITE_DIR } from '../urls.js';
+import { openDatabase, positiveInt, print, refuseBadConnection, targetUrl, waitMs } from './context.js';
 
 export const ticketMigrateFlags: MigrateFlagContributor = {
   configure(cmd) {
@@ -84,7 +85,7 @@ async function withServers<T>(
   flags: ServerFlags,
   fn: (servers: Array<{ knex: Knex; offset: number; name: string }>) => Promise<T>,
 ): Promise<T> {
-  const urls = flags.server.length > 0 ? flags.server : [globals(self).url ?? process.env.IDLEASE_URL];
+  const urls = flags.server.length > 0 ? flags.server : [targetUrl(self)];
   const offsets = flags.offsets ?? urls.map((_, i) => i + 1);
   if (offsets.length !== urls.length) {
     throw new IdleaseError(
@@ -96,7 +97,9 @@ async function withServers<T>(
   try {
     // A server that is down is the allocator's business (failover); a wrong password is not.
     await Promise.all(knexes.map((k, i) => refuseBadConnection(k, urls[i], 0, false)));
-    return await fn(knexes.map((knex, i) => ({ knex, offset: offsets[i]!, name: urls[i] ? redact(urls[i]!) : 'embedded PGlite' })));
+    return await fn(
+      knexes.map((knex, i) => ({ knex, offset: offsets[i]!, name: urls[i] ? redact(urls[i]!) : `pglite:${DEFAULT_PGLITE_DIR}` })),
+    );
   } finally {
     await Promise.all(knexes.map((k) => k.destroy()));
   }
