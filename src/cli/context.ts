@@ -69,6 +69,11 @@ function cliLog(cmd: Command): (line: string) => void {
   };
 }
 
+/** How the user ran idlease, for commands in hints: `npx idlease` under npx/npm exec (no `idlease` on PATH in an app), else `idlease`. */
+export function programName(env: NodeJS.ProcessEnv = process.env): string {
+  return env.npm_command === 'exec' ? 'npx idlease' : 'idlease';
+}
+
 /** Where a command's database URL came from: the flag, or one of the environment variables it reads, in this order. */
 export type UrlSource = '--url' | 'IDLEASE_URL' | 'DATABASE_URL';
 
@@ -335,7 +340,8 @@ export function formatSeconds(ms: number): string {
 }
 
 export function describeTarget(cmd: Command): string {
-  return targetUrl(cmd) ?? `embedded PGlite in ./${DEFAULT_PGLITE_DIR}/`;
+  const url = targetUrl(cmd);
+  return url !== undefined ? redact(url) : `embedded PGlite in ./${DEFAULT_PGLITE_DIR}/`;
 }
 
 /** JSON with every bigint written as a string: IDs pass 2^53 and JSON numbers do not survive that. */

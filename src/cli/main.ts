@@ -3,7 +3,7 @@ import { preloadPGlite } from '../embedded/preload.js';
 import { errorCategory, IdleaseError } from '../errors.js';
 import { shellWord } from '../shell.js';
 import { redact } from '../urls.js';
-import { lockSecondsArg, resolveUrl, secondsArg, type UrlSource } from './context.js';
+import { lockSecondsArg, programName, resolveUrl, secondsArg, type UrlSource } from './context.js';
 import { packageVersion } from './version.js';
 
 /**
@@ -168,11 +168,6 @@ export function cliMessage(err: IdleaseError, url: string | undefined, env: Node
   return text !== err.cli.message
     ? `${text} (The database is the one $${fromEnv} names, as for this command.)`
     : `${text} (database URL from $${fromEnv})`;
-}
-
-/** How the user ran idlease, for commands in hints: `npx idlease` under npx/npm exec (no `idlease` on PATH in an app), else `idlease`. */
-export function programName(env: NodeJS.ProcessEnv = process.env): string {
-  return env.npm_command === 'exec' ? 'npx idlease' : 'idlease';
 }
 
 /** The exit code for an error code: ERROR_CATEGORIES decides (client/config → 2, else 1). */

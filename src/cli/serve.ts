@@ -7,6 +7,12 @@ import { runServe } from '../serve/run.js';
 import { describeTarget, positiveInt, targetUrl, withKnex } from './context.js';
 import { withRedis } from './redis.js';
 
+function portArg(value: string): number {
+  if (!/^\d+$/.test(value) || Number(value) > 65535)
+    throw new InvalidArgumentError(`--port must be a TCP port from 0 to 65535 (0: any free port), got ${JSON.stringify(value)}.`);
+  return Number(value);
+}
+
 function tagList(value: string): string[] {
   const tags = value
     .split(',')
@@ -23,12 +29,7 @@ export function registerServeCommand(program: Command): void {
       'serve IDs over HTTP (Leaf-compatible /api/segment/get/{tag} and /api/snowflake/get/{key}, batches, remote leases, /metrics)',
     )
     .option('--host <host>', 'address to listen on', '127.0.0.1')
-    .option(
-      '--port <port>',
-      'port to listen on (0: any free port, printed on stdout)',
-      (v) => (v === '0' ? 0 : positiveInt('--port')(v)),
-      8080,
-    )
+    .option('--port <port>', 'port to listen on (0: any free port, printed on stdout)', portArg, 8080)
     .option('--tags <list>', 'serve only these tags (comma-separated); default: every tag', tagList)
     .option('--token <token>', 'require Authorization: Bearer <token> on /api and /v1 (default: $IDLEASE_TOKEN)')
     .option('--protect-metrics', 'require the token on /metrics too')

@@ -11,7 +11,8 @@ import { createTicketAllocator } from '../ticket/allocator.js';
 import { reshardTickets } from '../ticket/reshard.js';
 import type { MigrateFlagContributor } from './migrate.js';
 import { DEFAULT_PGLITE_DIR } from '../urls.js';
-import { openDatabase, positiveInt, print, refuseBadConnection, targetUrl, waitMs } from './context.js';
+import { shellWord } from '../shell.js';
+import { globals, openDatabase, positiveInt, print, programName, refuseBadConnection, resolveUrl, targetUrl, waitMs } from './context.js';
 
 export const ticketMigrateFlags: MigrateFlagContributor = {
   configure(cmd) {
@@ -110,6 +111,20 @@ function nonNegativeBig(value: string): bigint {
   return BigInt(value);
 }
 
+/** The command that reaches one server of the set, as a hint prints it (the variable's URL is not inlined: it holds the password). */
+function hintPrefix(self: Command, flags: ServerFlags, name: string): string {
+  const source = resolveUrl(globals(self).url).source;
+  return flags.server.length === 0 && source !== '--url' ? programName() : `${programName()} --url ${shellWord(name)}`;
+}
+
+/** A status row's error in CLI words: the library's `migrate(knex, …)` becomes the command that installs it on that server. */
+function cliHint(error: string, prefix: string): string {
+  return error.replace(
+    /Run migrate\(knex, .*?\) \(CLI: idlease (migrate[^)]*)\) first\./,
+    (_, m: string) => `Run \`${prefix} ${m}\` first.`,
+  );
+}
+
 export function registerTicketCommands(program: Command): void {
   const tickets = program
     .command('tickets')
@@ -173,7 +188,7 @@ Examples:
           generation: s.server?.scheme.generation,
           open: s.server?.scheme.open,
           lastId: s.server?.lastId,
-          error: s.lastError,
+          error: s.lastError === undefined ? undefined : cliHint(s.lastError, hintPrefix(self, flags, s.name)),
         }));
         print(
           self,

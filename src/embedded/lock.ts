@@ -157,7 +157,9 @@ function tryLock(dir: string, file: string, command: string): DirectoryLock | un
 function defaultCommand(): string {
   const script = process.argv[1] ? path.basename(process.argv[1]) : '';
   const bin = /^(bin|idlease)(\.[cm]?[jt]s)?$/.test(script) ? 'idlease' : ['node', script].filter(Boolean).join(' ');
-  return [bin, ...process.argv.slice(2)].join(' ').slice(0, 200);
+  // A library holder (`node app.js`, or just `node` for -e and a REPL) is found by where it runs.
+  const where = bin === 'idlease' ? '' : ` (in ${process.cwd()})`;
+  return ([bin, ...process.argv.slice(2)].join(' ').slice(0, 200) + where).slice(0, 400);
 }
 
 function lockedError(dir: string, holder: LockHolder | undefined, timeoutMs: number): IdleaseError {
