@@ -38,6 +38,8 @@ export function globals(cmd: Command): GlobalOptions {
 /** A knex handle for a CLI command: knex's own log lines (stack traces included) only with --verbose. */
 export async function openDatabase(cmd: Command, url: string | undefined, poolMax?: number): Promise<ConnectedKnex> {
   if (url !== undefined) refuseMysqlWithoutDatabase(url);
+  const dir = pgliteTarget(url)?.dir;
+  if (dir !== undefined && !existsSync(path.join(dir, 'PG_VERSION'))) announceNewDatabase(cmd, dir);
   const { connect } = await import('../connect.js');
   return connect(url, { poolMax, connectTimeoutMs: waitMs(cmd), log: cliLog(cmd), lockTimeoutMs: globals(cmd).lockWait });
 }
@@ -69,9 +71,13 @@ function cliLog(cmd: Command): (line: string) => void {
   };
 }
 
-/** How the user ran idlease, for commands in hints: `npx idlease` under npx/npm exec (no `idlease` on PATH in an app), else `idlease`. */
-export function programName(env: NodeJS.ProcessEnv = process.env): string {
-  return env.npm_command === 'exec' ? 'npx idlease' : 'idlease';
+/**
+ * How the user ran idlease, for commands in hints: `npx idlease` when npx (npm exec) ran an
+ * installed copy (an app has no `idlease` on its PATH), else `idlease`. Both are checked: a
+ * process started under `npx something-else` inherits npm_command too.
+ */
+export function programName(env: NodeJS.ProcessEnv = process.env, script: string = process.argv[1] ?? ''): string {
+  return env.npm_command === 'exec' && /[\\/]node_modules[\\/]/.test(script) ? 'npx idlease' : 'idlease';
 }
 
 /** Where a command's database URL came from: the flag, or one of the environment variables it reads, in this order. */

@@ -2,7 +2,7 @@ import { Command, CommanderError } from 'commander';
 import { preloadPGlite } from '../embedded/preload.js';
 import { errorCategory, IdleaseError } from '../errors.js';
 import { shellWord } from '../shell.js';
-import { redact } from '../urls.js';
+import { DEFAULT_PGLITE_DIR, redact } from '../urls.js';
 import { lockSecondsArg, programName, resolveUrl, secondsArg, type UrlSource } from './context.js';
 import { packageVersion } from './version.js';
 
@@ -162,9 +162,11 @@ export function cliMessage(err: IdleaseError, url: string | undefined, env: Node
       : err.message;
   }
   const program = programName(env);
-  const target = err.cli.url ?? (url !== undefined ? redact(url) : undefined);
+  // A hint for the embedded default itself (tickets names it pglite:<dir>) needs no --url when the user gave none.
+  const ownDefault = err.cli.url === `pglite:${DEFAULT_PGLITE_DIR}` && source === undefined;
+  const target = ownDefault ? undefined : (err.cli.url ?? (url !== undefined ? redact(url) : undefined));
   const text = err.cli.message.replaceAll('{idlease}', target === undefined ? program : `${program} --url ${shellWord(target)}`);
-  if (fromEnv === undefined || err.cli.url !== undefined) return text;
+  if (fromEnv === undefined || (err.cli.url !== undefined && !ownDefault)) return text;
   return text !== err.cli.message
     ? `${text} (The database is the one $${fromEnv} names, as for this command.)`
     : `${text} (database URL from $${fromEnv})`;
