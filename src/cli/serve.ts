@@ -4,7 +4,9 @@ import { pgliteTarget } from '../connect.js';
 import { migrate } from '../migrations/migrate.js';
 import { listTags } from '../segment/admin.js';
 import { runServe } from '../serve/run.js';
-import { describeTarget, positiveInt, targetUrl, withKnex } from './context.js';
+import { shellWord } from '../shell.js';
+import { redact } from '../urls.js';
+import { describeTarget, positiveInt, programName, targetUrl, withKnex } from './context.js';
 import { withRedis } from './redis.js';
 
 function portArg(value: string): number {
@@ -103,6 +105,7 @@ unused part of each lease back, exit 0; a second signal exits at once.`,
                 shutdownTimeoutMs: flags.shutdownTimeout,
                 target: describeTarget(self),
                 createTags: embedded !== undefined,
+                adminCommand: adminCommand(self),
                 ephemeral: embedded !== undefined && embedded.dir === undefined,
                 // `idlease next` on this directory finds the server here and draws through it (the file is readable by its owner only).
                 onListening: (url) =>
@@ -123,6 +126,12 @@ unused part of each lease back, exit 0; a second signal exits at once.`,
         );
       },
     );
+}
+
+/** The command a hint in an HTTP answer gives for tag admin on the served database: its URL, password redacted. */
+function adminCommand(cmd: Command): string {
+  const url = targetUrl(cmd);
+  return url === undefined ? programName() : `${programName()} --url ${shellWord(redact(url))}`;
 }
 
 /** A server listening on every address is reached on loopback. */

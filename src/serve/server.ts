@@ -18,6 +18,7 @@ import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
 import { MAX_ROW_STEP } from '../dialects/segments.js';
 import { errorCategory, IdleaseError, isIdleaseError } from '../errors.js';
+import { shellWord } from '../shell.js';
 import { collectMetrics, remoteLeaseCounter } from '../metrics/collect.js';
 import { probe } from '../dialects/connection-errors.js';
 import { knexExecutor, type KnexLike } from '../drivers/knex.js';
@@ -57,6 +58,8 @@ export interface ServeOptions {
    * there, tags are never created over HTTP.
    */
   readonly createTags?: boolean;
+  /** For hints: the command that reaches the served database (`idlease --url …`, password redacted). Default `idlease`. */
+  readonly adminCommand?: string;
   /** A connected node-redis or ioredis client: served tags are also issued by Redis sequences (/api/redis, /v1/redis). Not closed by close(). */
   readonly redis?: unknown;
   readonly logger: Logger;
@@ -95,7 +98,9 @@ function digest(s: string): Buffer {
 }
 
 function queryParam(query: string, name: string): string | undefined {
-  return new RegExp(`(?:^|&)${name}=([^&]*)`).exec(query)?.[1];
+  const found = [...query.matchAll(new RegExp(`(?:^|&)${name}=([^&]*)`, 'g'))];
+  if (found.length > 1) throw new IdleaseError('BAD_ARGUMENT', `?${name}= is given ${found.length} times; give it once.`);
+  return found[0]?.[1];
 }
 
 function intParam(query: string, name: string, min: number, max: number): number {
@@ -121,6 +126,7 @@ function sendId(res: http.ServerResponse, id: bigint): void {
 }
 
 function tagOf(segment: string): string {
+  if (segment === '') throw new IdleaseError('BAD_ARGUMENT', 'The path names no tag: put the tag after the last slash.');
   try {
     return decodeURIComponent(segment);
   } catch {
@@ -179,7 +185,7 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
   if (missing.length > 0) {
     throw new IdleaseError(
       'UNKNOWN_TAG',
-      `--tags names tags that do not exist: ${missing.join(', ')}. Add them first: idlease tag add <tag>.`,
+      `--tags names tags that do not exist: ${missing.join(', ')}. Add them first: ${missing.map((t) => `\`${o.adminCommand ?? 'idlease'} tag add ${shellWord(t)}\``).join(', ')}.`,
     );
   }
 
@@ -189,9 +195,14 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
     if (a) return a;
     if (!known.has(tag) && Date.now() - knownAt > 1_000 && (!o.tags || o.tags.includes(tag))) await refreshTags();
     if (!known.has(tag)) {
+      // Not in --tags: the fix is the server's flag. Missing: the tag's row, added by the CLI (or ?create=1 where honoured).
       throw new IdleaseError(
         'UNKNOWN_TAG',
-        `Tag ${JSON.stringify(tag)} is not served here${o.tags ? ` (--tags ${o.tags.join(',')})` : ''}. Tags are never created over HTTP: idlease tag add ${tag}.`,
+        o.tags && !o.tags.includes(tag)
+          ? `Tag ${JSON.stringify(tag)} is not served here: this server runs with --tags ${o.tags.join(',')}; restart it with --tags ${shellWord([...o.tags, tag].join(','))} to serve it.`
+          : o.createTags
+            ? `Tag ${JSON.stringify(tag)} does not exist. Add it with GET /v1/segment/${encodeURIComponent(tag)}/ids?create=1 (this server holds its embedded database).`
+            : `Tag ${JSON.stringify(tag)} does not exist, and tags are never created over HTTP. Add it: \`${o.adminCommand ?? 'idlease'} tag add ${shellWord(tag)}\`.`,
       );
     }
     return serveTag(tag);

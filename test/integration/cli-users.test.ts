@@ -10,6 +10,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { REPO_ROOT, runCli, TSX_LOADER, type CliResult } from '../helpers/cli.js';
+import { startServe } from '../helpers/serve-process.js';
 
 /** Neither variable leaks in from the test runner's environment: each row sets what it means. */
 const NO_ENV = { IDLEASE_URL: undefined, DATABASE_URL: undefined };
@@ -330,6 +331,41 @@ describe('every printed hint runs as printed, until the command succeeds', () =>
     },
     240_000,
   );
+
+  it("HTTP: a missing tag hints the command with the server's --url, which run as printed makes the request succeed; --tags, an empty tag and a repeated ?n= say what to fix", async () => {
+    const scratch = await createTestDb('postgres', 'cli_serve_hints');
+    try {
+      await cli(['--url', scratch.url, 'migrate']);
+      await cli(['--url', scratch.url, 'tag', 'add', 'a']);
+      const all = await startServe(scratch.url);
+      const some = await startServe(scratch.url, ['--tags', 'a']);
+      try {
+        const missing = await fetch(`${all.url}/api/segment/get/new%20tag`);
+        expect(missing.status).toBe(404);
+        const body = (await missing.json()) as { code: string; message: string };
+        const [hint] = hintsOf(body.message);
+        expect(hint).toBe(`idlease --url ${scratch.url} tag add 'new tag'`);
+        const ran = await sh(hint!, freshDir());
+        expect(ran.code, ran.stderr).toBe(0);
+        await new Promise((r) => setTimeout(r, 1_100)); // the server looks for new tags at most once a second
+        expect((await fetch(`${all.url}/api/segment/get/new%20tag`)).status).toBe(200);
+
+        const notServed = (await (await fetch(`${some.url}/api/segment/get/new%20tag`)).json()) as { message: string };
+        expect(notServed.message).toContain("restart it with --tags 'a,new tag'");
+        expect(notServed.message).not.toContain('tag add');
+        const empty = await fetch(`${all.url}/api/segment/get/`);
+        expect(empty.status).toBe(400);
+        expect(((await empty.json()) as { message: string }).message).not.toContain('tag add');
+        const twice = await fetch(`${all.url}/v1/segment/a/ids?n=2&n=3`);
+        expect(twice.status).toBe(400);
+        expect(((await twice.json()) as { code: string }).code).toBe('BAD_ARGUMENT');
+      } finally {
+        await Promise.all([all.stop(), some.stop()]);
+      }
+    } finally {
+      await scratch.drop();
+    }
+  }, 240_000);
 
   it('tickets reshard names the new server and its offset, and the hint run as printed lets reshard succeed', async () => {
     const [a, b] = await Promise.all([createTestDb('mysql', 'cli_reshard_a'), createTestDb('mysql', 'cli_reshard_b')]);
