@@ -88,12 +88,13 @@ export const nextIdMigrateFlags: MigrateFlagContributor = {
     );
   },
   toOptions(flags) {
+    const named = NEXT_ID_ONLY.find((k) => flags[k] !== undefined);
     if (flags.nextId !== true) {
-      // Without --next-id these would be ignored (or, worse, install next_id() in public): refuse them.
-      const stray = NEXT_ID_ONLY.find((k) => flags[k] !== undefined);
-      if (stray !== undefined)
-        throw new IdleaseError('BAD_CONFIG', `${flagName(stray)} applies only with --next-id; add --next-id to install next_id().`);
-      return {};
+      // --down names what to remove by these flags alone (docs/next-id.md); installing takes --next-id,
+      // so that a stray --shard does not install next_id() in public.
+      if (named === undefined) return {};
+      if (flags.down !== true)
+        throw new IdleaseError('BAD_CONFIG', `${flagName(named)} applies only with --next-id; add --next-id to install next_id().`);
     }
     const opts: NextIdMigrateOptions = { ...layoutFrom(flags) };
     const shardBits = resolveLayout(layoutFrom(flags)).shardBits;
