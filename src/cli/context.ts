@@ -295,10 +295,17 @@ export async function refuseBadConnection(
 ): Promise<void> {
   const target = url ? redact(url) : 'the embedded PGlite';
   const probing = connectionErrorWithin(knexExecutor(knex), unreachableIsFatal ? waitForMs : 0);
-  // A MySQL server greets at once; one still silent after a moment may be PostgreSQL, which waits for the client.
   const mysqlAt = url === undefined ? undefined : mysqlAddress(url);
-  const err =
-    mysqlAt === undefined ? await probing : await Promise.race([probing, postgresInstead(mysqlAt, Math.min(1000, waitForMs / 2))]);
+  // A MySQL server greets at once; one still silent after half a second may be PostgreSQL, which waits
+  // for the client. Only then is it sniffed: a sniff MySQL saw would count as a failed handshake
+  // (max_connect_errors) against this host.
+  const sniff = mysqlAt === undefined ? undefined : postgresInstead(mysqlAt, Math.max(500, Math.min(1000, waitForMs / 2)));
+  let err: unknown;
+  try {
+    err = sniff === undefined ? await probing : await Promise.race([probing, sniff.found]);
+  } finally {
+    sniff?.cancel();
+  }
   if (err === WRONG_SERVER) throw new IdleaseError('BAD_CONFIG', wrongServerMessage(target, 'mysql'));
   if (err !== undefined && url !== undefined && /^postgres(ql)?:/i.test(url) && isForeignProtocolAnswer(err)) {
     throw new IdleaseError('BAD_CONFIG', wrongServerMessage(target, 'postgres'), { cause: err });
@@ -329,16 +336,21 @@ function mysqlAddress(url: string): { host: string; port: number } | undefined {
   }
 }
 
-/** Resolves to WRONG_SERVER when, `afterMs` in, a PostgreSQL server answers at a mysql:// URL's address; never resolves otherwise. */
-function postgresInstead(at: { host: string; port: number }, afterMs: number): Promise<typeof WRONG_SERVER> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => {
+/**
+ * `found` resolves to WRONG_SERVER when, `afterMs` in, a PostgreSQL server answers at a mysql://
+ * URL's address, and never otherwise; `cancel()` once the probe has settled, so that no sniff runs after it.
+ */
+function postgresInstead(at: { host: string; port: number }, afterMs: number): { found: Promise<typeof WRONG_SERVER>; cancel(): void } {
+  let timer: NodeJS.Timeout | undefined;
+  const found = new Promise<typeof WRONG_SERVER>((resolve) => {
+    timer = setTimeout(() => {
       void postgresAnswersAt(at.host, at.port, 1000).then((yes) => {
         if (yes) resolve(WRONG_SERVER);
       });
     }, afterMs);
     timer.unref();
   });
+  return { found, cancel: () => clearTimeout(timer) };
 }
 
 export function formatSeconds(ms: number): string {
