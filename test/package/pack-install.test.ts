@@ -299,7 +299,7 @@ const { version } = require('idlease/package.json');
     );
     const r = await ok(process.execPath, ['cjs-app.cjs'], app);
     expect(JSON.parse(r.stdout)).toEqual({ ids: ['1', '2', '3'], version: repoPkg.version, metrics: 'function', testing: 'function' });
-  });
+  }, 240_000);
 
   it('the published manifest runs nothing at install (no prepare), and packing left the checkout as it was', () => {
     const pkg = JSON.parse(readFileSync(path.join(pkgDir, 'package.json'), 'utf8')) as {
@@ -336,7 +336,7 @@ const { version } = require('idlease/package.json');
     } finally {
       await db.drop();
     }
-  });
+  }, 300_000);
 
   it('`npx idlease next order -n 3` on the embedded default prints 1, 2, 3 (and 4, 5, 6 after it)', async () => {
     const first = await ok('npx', ['--no-install', 'idlease', 'next', 'order', '-n', '3'], app);
