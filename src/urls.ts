@@ -14,7 +14,8 @@ export const DEFAULT_PGLITE_DIR = path.join('.idlease', 'pglite');
  */
 export function pgliteTarget(url: string | undefined): { dir: string | undefined } | undefined {
   if (url === undefined) return { dir: DEFAULT_PGLITE_DIR };
-  if (!url.startsWith('pglite:')) return undefined;
+  // A URL's scheme is case-insensitive: PGLITE:x is pglite:x.
+  if (!/^pglite:/i.test(url)) return undefined;
   const target = url.slice('pglite:'.length).replace(/^\/\//, '');
   if (target === 'memory') return { dir: undefined };
   if (target === '') {

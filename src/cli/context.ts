@@ -1,3 +1,5 @@
+import { existsSync } from 'node:fs';
+import path from 'node:path';
 import { InvalidArgumentError, type Command } from 'commander';
 import type { PGlite } from '@electric-sql/pglite';
 import type { ConnectedKnex } from '../connect.js';
@@ -10,6 +12,8 @@ import { acquireDirectoryLock, DEFAULT_LOCK_TIMEOUT_MS, type DirectoryLock, type
 import { connectionErrorWithin, connectionProblem, describeConnectionProblem, isConfigProblem } from '../dialects/connection-errors.js';
 import { knexExecutor, type KnexLike } from '../drivers/knex.js';
 import { IdleaseError } from '../errors.js';
+import { settlesWithin } from '../runtime/deadline.js';
+import { isForeignProtocolAnswer, postgresAnswersAt, wrongServerMessage } from './wrong-server.js';
 
 export interface GlobalOptions {
   url?: string;
@@ -33,8 +37,31 @@ export function globals(cmd: Command): GlobalOptions {
 
 /** A knex handle for a CLI command: knex's own log lines (stack traces included) only with --verbose. */
 export async function openDatabase(cmd: Command, url: string | undefined, poolMax?: number): Promise<ConnectedKnex> {
+  if (url !== undefined) refuseMysqlWithoutDatabase(url);
+  const dir = pgliteTarget(url)?.dir;
+  if (dir !== undefined && !existsSync(path.join(dir, 'PG_VERSION'))) announceNewDatabase(cmd, dir);
   const { connect } = await import('../connect.js');
   return connect(url, { poolMax, connectTimeoutMs: waitMs(cmd), log: cliLog(cmd), lockTimeoutMs: globals(cmd).lockWait });
+}
+
+/**
+ * A MySQL URL must name a database: without one every statement fails with "No database
+ * selected" (idlease's tables live in a database, there is no schema search path to fall back on).
+ */
+export function refuseMysqlWithoutDatabase(url: string): void {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return; // connect() says what is wrong with it
+  }
+  if (!/^(mysql|mariadb):$/i.test(parsed.protocol) || parsed.pathname.replace(/^\/+/, '') !== '') return;
+  const example = new URL(parsed.href);
+  example.pathname = '/app';
+  throw new IdleaseError(
+    'BAD_CONFIG',
+    `${redact(url)} names no database: add one to the URL, e.g. ${redact(example.href)} (create it first: CREATE DATABASE app).`,
+  );
 }
 
 function cliLog(cmd: Command): (line: string) => void {
@@ -44,25 +71,53 @@ function cliLog(cmd: Command): (line: string) => void {
   };
 }
 
-/** The URL a command uses: --url, else $IDLEASE_URL, else undefined (the embedded default). */
-export function targetUrl(cmd: Command): string | undefined {
-  const { url } = globals(cmd);
-  if (url !== undefined) {
-    if (url.trim() === '')
+/**
+ * How the user ran idlease, for commands in hints: `npx idlease` when npx (npm exec) ran an
+ * installed copy (an app has no `idlease` on its PATH), else `idlease`. Both are checked: a
+ * process started under `npx something-else` inherits npm_command too.
+ */
+export function programName(env: NodeJS.ProcessEnv = process.env, script: string = process.argv[1] ?? ''): string {
+  return env.npm_command === 'exec' && /[\\/]node_modules[\\/]/.test(script) ? 'npx idlease' : 'idlease';
+}
+
+/** Where a command's database URL came from: the flag, or one of the environment variables it reads, in this order. */
+export type UrlSource = '--url' | 'IDLEASE_URL' | 'DATABASE_URL';
+
+/** The environment variables read for the URL when --url is not given, first one set wins. */
+export const URL_VARIABLES = ['IDLEASE_URL', 'DATABASE_URL'] as const;
+
+/**
+ * The URL a command uses and where it came from: --url, else $IDLEASE_URL, else $DATABASE_URL
+ * (what most apps already set), else undefined (the embedded default). A variable that is set
+ * but empty is refused: an unset variable in a script must not fall back to a new embedded
+ * database whose IDs collide with the real ones.
+ */
+export function resolveUrl(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): { url?: string; source?: UrlSource } {
+  if (flag !== undefined) {
+    if (flag.trim() === '')
       throw new IdleaseError(
         'BAD_CONFIG',
         '--url is empty (an unset variable?). Give mysql://…, postgres://… or pglite:<dir>, or leave --url out for the embedded PGlite in ./.idlease/.',
       );
-    return url;
+    return { url: flag, source: '--url' };
   }
-  const env = process.env.IDLEASE_URL;
-  if (env !== undefined && env.trim() === '') {
-    throw new IdleaseError(
-      'BAD_CONFIG',
-      'IDLEASE_URL is set but empty. Set it to mysql://…, postgres://… or pglite:<dir>, or unset it for the embedded PGlite in ./.idlease/.',
-    );
+  for (const name of URL_VARIABLES) {
+    const value = env[name];
+    if (value === undefined) continue;
+    if (value.trim() === '') {
+      throw new IdleaseError(
+        'BAD_CONFIG',
+        `${name} is set but empty. Set it to mysql://…, postgres://… or pglite:<dir>, or unset it for the embedded PGlite in ./.idlease/.`,
+      );
+    }
+    return { url: value, source: name };
   }
-  return env;
+  return {};
+}
+
+/** The URL a command uses: --url, else $IDLEASE_URL, else $DATABASE_URL, else undefined (the embedded default). */
+export function targetUrl(cmd: Command): string | undefined {
+  return resolveUrl(globals(cmd).url).url;
 }
 
 export interface OpenedDatabase {
@@ -118,11 +173,19 @@ export async function withKnex<T>(
   if (embedded?.dir !== undefined)
     return withPGlite(cmd, embedded.dir, async (session) => fn(await session.knex(), { lock: session.lock }), options);
   const knex = await openDatabase(cmd, url);
+  let refused = false;
   try {
-    await refuseBadConnection(knex, url, waitMs(cmd));
+    try {
+      await refuseBadConnection(knex, url, waitMs(cmd));
+    } catch (err) {
+      refused = true;
+      throw err;
+    }
     return await fn(knex, {});
   } finally {
-    await knex.destroy();
+    // A refused connection may leave a connect attempt that only its driver timeout ends (bin.ts exits past it).
+    if (refused) await settlesWithin(knex.destroy(), 200);
+    else await knex.destroy();
   }
 }
 
@@ -165,6 +228,7 @@ export async function withPGlite<T>(
       await opening.waitReady;
       return opening;
     };
+    const isNew = !existsSync(path.join(dir, 'PG_VERSION'));
     try {
       if (!(await createFromTemplate(dir, artifacts))) db = await open();
       else {
@@ -180,6 +244,7 @@ export async function withPGlite<T>(
       });
     }
     const opened = db;
+    if (isNew) announceNewDatabase(cmd, dir);
     return await fn({
       db: opened,
       lock,
@@ -202,6 +267,21 @@ export async function withPGlite<T>(
 }
 
 /**
+ * One line on stderr when a command made a new embedded database: IDs from it start at 1, and
+ * a user who meant a server (a URL in a variable idlease does not read, a typo) must see that
+ * before using them.
+ */
+function announceNewDatabase(cmd: Command, dir: string): void {
+  const isDefault = path.resolve(dir) === path.resolve(DEFAULT_PGLITE_DIR);
+  const shown = path.isAbsolute(dir) ? dir : `./${dir}`;
+  process.stderr.write(
+    isDefault && globals(cmd).url === undefined
+      ? `idlease: created a new embedded database in ${shown}/ (no --url, $IDLEASE_URL or $DATABASE_URL is set); add .idlease/ to .gitignore\n`
+      : `idlease: created a new embedded database in ${shown}/\n`,
+  );
+}
+
+/**
  * A wrong password, database or host name will not fix itself: a one-shot command says so at
  * once instead of waiting out the allocators' retry bound and calling the database unavailable.
  * A server that refuses connections is retried for `waitForMs` (--wait) and then named as
@@ -213,9 +293,24 @@ export async function refuseBadConnection(
   waitForMs = DEFAULT_WAIT_MS,
   unreachableIsFatal = true,
 ): Promise<void> {
-  const err = await connectionErrorWithin(knexExecutor(knex), unreachableIsFatal ? waitForMs : 0);
-  const problem = connectionProblem(err);
   const target = url ? redact(url) : 'the embedded PGlite';
+  const probing = connectionErrorWithin(knexExecutor(knex), unreachableIsFatal ? waitForMs : 0);
+  const mysqlAt = url === undefined ? undefined : mysqlAddress(url);
+  // A MySQL server greets at once; one still silent after half a second may be PostgreSQL, which waits
+  // for the client. Only then is it sniffed: a sniff MySQL saw would count as a failed handshake
+  // (max_connect_errors) against this host.
+  const sniff = mysqlAt === undefined ? undefined : postgresInstead(mysqlAt, Math.max(500, Math.min(1000, waitForMs / 2)));
+  let err: unknown;
+  try {
+    err = sniff === undefined ? await probing : await Promise.race([probing, sniff.found]);
+  } finally {
+    sniff?.cancel();
+  }
+  if (err === WRONG_SERVER) throw new IdleaseError('BAD_CONFIG', wrongServerMessage(target, 'mysql'));
+  if (err !== undefined && url !== undefined && /^postgres(ql)?:/i.test(url) && isForeignProtocolAnswer(err)) {
+    throw new IdleaseError('BAD_CONFIG', wrongServerMessage(target, 'postgres'), { cause: err });
+  }
+  const problem = connectionProblem(err);
   const driver = (err as Error | undefined)?.message ?? String(err);
   if (isConfigProblem(problem)) {
     throw new IdleaseError('BAD_CONFIG', `cannot use ${target}: ${describeConnectionProblem(problem!)} (${driver}).`, { cause: err });
@@ -227,6 +322,35 @@ export async function refuseBadConnection(
       { cause: err },
     );
   }
+}
+
+const WRONG_SERVER = Symbol('wrong server');
+
+function mysqlAddress(url: string): { host: string; port: number } | undefined {
+  try {
+    const u = new URL(url);
+    if (!/^(mysql|mariadb):$/i.test(u.protocol)) return undefined;
+    return { host: u.hostname || '127.0.0.1', port: u.port ? Number(u.port) : 3306 };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * `found` resolves to WRONG_SERVER when, `afterMs` in, a PostgreSQL server answers at a mysql://
+ * URL's address, and never otherwise; `cancel()` once the probe has settled, so that no sniff runs after it.
+ */
+function postgresInstead(at: { host: string; port: number }, afterMs: number): { found: Promise<typeof WRONG_SERVER>; cancel(): void } {
+  let timer: NodeJS.Timeout | undefined;
+  const found = new Promise<typeof WRONG_SERVER>((resolve) => {
+    timer = setTimeout(() => {
+      void postgresAnswersAt(at.host, at.port, 1000).then((yes) => {
+        if (yes) resolve(WRONG_SERVER);
+      });
+    }, afterMs);
+    timer.unref();
+  });
+  return { found, cancel: () => clearTimeout(timer) };
 }
 
 export function formatSeconds(ms: number): string {

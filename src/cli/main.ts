@@ -1,8 +1,9 @@
 import { Command, CommanderError } from 'commander';
 import { preloadPGlite } from '../embedded/preload.js';
 import { errorCategory, IdleaseError } from '../errors.js';
-import { redact } from '../urls.js';
-import { lockSecondsArg, secondsArg } from './context.js';
+import { shellWord } from '../shell.js';
+import { DEFAULT_PGLITE_DIR, redact } from '../urls.js';
+import { lockSecondsArg, programName, resolveUrl, secondsArg, type UrlSource } from './context.js';
 import { packageVersion } from './version.js';
 
 /**
@@ -34,13 +35,13 @@ const COMMAND_MODULES: ReadonlyArray<readonly [names: readonly string[], registe
 /** Root options that take a value: the word after them is not the command. */
 const VALUE_OPTIONS = new Set(['--url', '--wait', '--lock-wait']);
 
-/** The --url argv gives (`--url x` or `--url=x`), else $IDLEASE_URL. */
+/** The --url argv gives (`--url x` or `--url=x`), else $IDLEASE_URL, else $DATABASE_URL: a guess for the preload, never an error. */
 function urlOf(argv: readonly string[]): string | undefined {
   for (let i = argv.length - 1; i >= 0; i--) {
     if (argv[i] === '--url') return argv[i + 1];
     if (argv[i]!.startsWith('--url=')) return argv[i]!.slice('--url='.length);
   }
-  return process.env.IDLEASE_URL;
+  return process.env.IDLEASE_URL ?? process.env.DATABASE_URL;
 }
 
 /** The command argv names (its first word that is neither an option nor an option's value), if any. */
@@ -63,7 +64,7 @@ export async function buildProgram(argv?: readonly string[]): Promise<Command> {
     .description('Unique 64-bit IDs from the MySQL/MariaDB and PostgreSQL you already run.')
     .option(
       '--url <url>',
-      'database: mysql://…, mariadb://…, postgres://…, pglite:<dir> (default: $IDLEASE_URL, else embedded PGlite in ./.idlease/)',
+      'database: mysql://…, mariadb://…, postgres://…, pglite:<dir> (default: $IDLEASE_URL, else $DATABASE_URL, else embedded PGlite in ./.idlease/)',
     )
     .option('--json', 'machine-readable output (IDs as strings)')
     .option('--verbose', "on failure, also print the error's causes and the database driver's log lines")
@@ -144,19 +145,31 @@ export async function main(argv: string[]): Promise<number> {
 /**
  * The message a CLI user reads: the error's CLI wording when it has one, with `{idlease}`
  * replaced by the command that reaches the same database — the user's --url (password
- * redacted), or a note that $IDLEASE_URL names it — so a hint runs as printed.
+ * redacted), or the same environment variable — so a hint runs as printed. When the URL came
+ * from $IDLEASE_URL or $DATABASE_URL, the message says which.
  */
 export function cliMessage(err: IdleaseError, url: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
-  if (err.cli === undefined) return err.message;
-  const target = err.cli.url ?? (url !== undefined ? redact(url) : undefined);
-  const fromEnv = target === undefined && env.IDLEASE_URL !== undefined && env.IDLEASE_URL !== '';
-  const text = err.cli.message.replaceAll('{idlease}', target === undefined ? 'idlease' : `idlease --url ${shellWord(target)}`);
-  return fromEnv && text !== err.cli.message ? `${text} (The database is the one $IDLEASE_URL names, as for this command.)` : text;
-}
-
-/** A word the shell passes through as it is: quoted when it holds anything but plain URL characters (a redacted password's *** included). */
-function shellWord(word: string): string {
-  return /^[\w@:/.%+=,-]+$/.test(word) ? word : `'${word.replaceAll("'", "'\\''")}'`;
+  let source: UrlSource | undefined;
+  try {
+    source = resolveUrl(url, env).source;
+  } catch {
+    source = undefined; // an empty variable: that error is the one being printed
+  }
+  const fromEnv = source === 'IDLEASE_URL' || source === 'DATABASE_URL' ? source : undefined;
+  if (err.cli === undefined) {
+    return fromEnv !== undefined && err.code !== 'BAD_ARGUMENT' && !err.message.includes(`$${fromEnv}`)
+      ? `${err.message} (database URL from $${fromEnv})`
+      : err.message;
+  }
+  const program = programName(env);
+  // A hint for the embedded default itself (tickets names it pglite:<dir>) needs no --url when the user gave none.
+  const ownDefault = err.cli.url === `pglite:${DEFAULT_PGLITE_DIR}` && source === undefined;
+  const target = ownDefault ? undefined : (err.cli.url ?? (url !== undefined ? redact(url) : undefined));
+  const text = err.cli.message.replaceAll('{idlease}', target === undefined ? program : `${program} --url ${shellWord(target)}`);
+  if (fromEnv === undefined || (err.cli.url !== undefined && !ownDefault)) return text;
+  return text !== err.cli.message
+    ? `${text} (The database is the one $${fromEnv} names, as for this command.)`
+    : `${text} (database URL from $${fromEnv})`;
 }
 
 /** The exit code for an error code: ERROR_CATEGORIES decides (client/config → 2, else 1). */

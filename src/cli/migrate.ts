@@ -1,6 +1,9 @@
 import type { Command } from 'commander';
 import { IdleaseError } from '../errors.js';
-import { migrate, unlockMigrations, type MigrateOptions } from '../migrations/migrate.js';
+import type { ConnectedKnex } from '../connect.js';
+import { appliedMigrationNames } from '../dialects/migrations.js';
+import { knexExecutor } from '../drivers/knex.js';
+import { migrate, planMigrations, unlockMigrations, type MigrateOptions } from '../migrations/migrate.js';
 import { describeTarget, print, withKnex } from './context.js';
 
 interface MigrateFlags {
@@ -48,32 +51,47 @@ Examples:
     );
   for (const c of contributors) c.configure(cmd);
   cmd.action(async (flags: MigrateFlags & Record<string, unknown>, self: Command) => {
+    // Flags are checked before the database is opened: a refused flag creates nothing.
+    let options: MigrateOptions = {
+      schema: flags.schema,
+      segments: flags.segments ? { table: flags.segmentsTable } : false,
+      direction: flags.down ? 'down' : 'up',
+      ...(flags.dropState === true ? { dropState: true } : {}),
+      ...(flags.workers === true || flags.workersTable !== undefined
+        ? { workers: flags.workersTable === undefined ? true : { table: flags.workersTable as string } }
+        : {}),
+    };
+    if (flags.dropState === true && !flags.down) throw new IdleaseError('BAD_CONFIG', '--drop-state applies only with --down.');
+    for (const c of contributors) options = { ...options, ...c.toOptions(flags) };
     await withKnex(self, async (knex) => {
       if (flags.unlock) {
         await unlockMigrations(knex, { schema: flags.schema });
         print(self, 'migration lock freed', { unlocked: true });
         return;
       }
-      let options: MigrateOptions = {
-        schema: flags.schema,
-        segments: flags.segments ? { table: flags.segmentsTable } : false,
-        direction: flags.down ? 'down' : 'up',
-        ...(flags.dropState === true ? { dropState: true } : {}),
-        ...(flags.workers === true || flags.workersTable !== undefined
-          ? { workers: flags.workersTable === undefined ? true : { table: flags.workersTable as string } }
-          : {}),
-      };
-      if (flags.dropState === true && !flags.down) throw new IdleaseError('BAD_CONFIG', '--drop-state applies only with --down.');
-      for (const c of contributors) options = { ...options, ...c.toOptions(flags) };
+      const nothing = `nothing to do on ${describeTarget(self)}: already ${options.direction === 'down' ? 'removed' : 'up to date'}`;
+      if (options.direction === 'down' && !(await idleaseWasHere(knex, options))) {
+        // Nothing of idlease's is here: answer without creating its schema and bookkeeping first.
+        print(self, nothing, { applied: [], moved: [], direction: 'down' });
+        return;
+      }
       const result = await migrate(knex, options);
       const verb = result.direction === 'up' ? 'applied' : 'reverted';
       print(
         self,
         result.applied.length === 0 && result.moved.length === 0
-          ? `nothing to do on ${describeTarget(self)}: already ${result.direction === 'up' ? 'up to date' : 'removed'}`
+          ? nothing
           : [...result.moved.map((m) => `moved ${m.from} to ${m.to}`), ...result.applied.map((n) => `${verb} ${n}`)],
         result,
       );
     });
   });
+}
+
+/** Whether idlease's bookkeeping exists: in its schema, or (PostgreSQL) an older install's in the search path. */
+async function idleaseWasHere(knex: ConnectedKnex, options: MigrateOptions): Promise<boolean> {
+  const db = knexExecutor(knex);
+  const plan = planMigrations(db.flavor, options);
+  if ((await appliedMigrationNames(db, plan.schema, plan.migrationsTable)) !== undefined) return true;
+  return plan.schema !== undefined && (await appliedMigrationNames(db, undefined, plan.migrationsTable)) !== undefined;
 }

@@ -52,6 +52,22 @@ function layoutFrom(flags: Record<string, unknown>): LayoutOptions {
   return out;
 }
 
+/** The migrate flags that only --next-id reads (commander's camelCase keys). */
+const NEXT_ID_ONLY = [
+  'nextIdSchema',
+  'shard',
+  'shards',
+  'dropDependentDefaults',
+  'timeBits',
+  'shardBits',
+  'sequenceBits',
+  'epoch',
+] as const;
+
+function flagName(key: string): string {
+  return '--' + key.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase());
+}
+
 export const nextIdMigrateFlags: MigrateFlagContributor = {
   configure(cmd) {
     cmd
@@ -72,9 +88,28 @@ export const nextIdMigrateFlags: MigrateFlagContributor = {
     );
   },
   toOptions(flags) {
-    const wanted = flags.nextId === true || ['nextIdSchema', 'shard', 'shards'].some((k) => flags[k] !== undefined);
-    if (!wanted) return {};
+    const named = NEXT_ID_ONLY.find((k) => flags[k] !== undefined);
+    if (flags.nextId !== true) {
+      // --down names what to remove by these flags alone (docs/next-id.md); installing takes --next-id,
+      // so that a stray --shard does not install next_id() in public.
+      if (named === undefined) return {};
+      if (flags.down !== true)
+        throw new IdleaseError('BAD_CONFIG', `${flagName(named)} applies only with --next-id; add --next-id to install next_id().`);
+    }
     const opts: NextIdMigrateOptions = { ...layoutFrom(flags) };
+    const shardBits = resolveLayout(layoutFrom(flags)).shardBits;
+    const first = (flags.shard as number | undefined) ?? 0;
+    const last = first + ((flags.shards as number | undefined) ?? 1) - 1;
+    if (flags.shards === 0) throw new IdleaseError('BAD_CONFIG', '--shards must be at least 1 (how many shard schemas to install), got 0.');
+    if (last >= 2 ** shardBits) {
+      const range = `from 0 to ${2 ** shardBits - 1} (--shard-bits ${shardBits})`;
+      throw new IdleaseError(
+        'BAD_CONFIG',
+        flags.shards === undefined
+          ? `--shard must be ${range}, got ${first}.`
+          : `--shard ${first} --shards ${String(flags.shards)} would install shards up to ${last}; shards run ${range}.`,
+      );
+    }
     if (flags.nextIdSchema !== undefined) opts.schema = flags.nextIdSchema as string;
     if (flags.shard !== undefined) opts.shard = flags.shard as number;
     if (flags.shards !== undefined) opts.shards = flags.shards as number;

@@ -32,6 +32,12 @@ export function redisUrlOf(flag: string | undefined): string {
  * after a loss; a one-shot command does not.
  */
 export async function withRedis<T>(cmd: Command, url: string, use: (client: unknown) => Promise<T>, reconnect = false): Promise<T> {
+  if (!/^rediss?:\/\/./i.test(url)) {
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      `${redact(url)} is not a Redis URL: give redis://host:6379 (or rediss:// for TLS) with --redis-url or $IDLEASE_REDIS_URL.`,
+    );
+  }
   let createClient: (options: object) => {
     connect(): Promise<unknown>;
     destroy(): void;

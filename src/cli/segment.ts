@@ -7,7 +7,9 @@ import type { SqlExecutor } from '../dialects/sql.js';
 import { isMigrated, migrate } from '../migrations/migrate.js';
 import { addTag, bumpTag, listTags, setFailoverGap, setStep } from '../segment/admin.js';
 import { createSegmentAllocator } from '../segment/allocator.js';
+import { MAX_ROW_STEP } from '../dialects/segments.js';
 import { resolveSegmentOptions, type SegmentAllocatorOptions } from '../segment/options.js';
+import { MAX_INT64 } from '../ids.js';
 import { sqlSegmentStore, type SegmentStore } from '../segment/store.js';
 import { pgliteTarget } from '../urls.js';
 import { describeTarget, embeddedDir, positiveInt, print, targetUrl, waitMs, withKnex, withPGlite } from './context.js';
@@ -62,11 +64,16 @@ async function leaseExactly(
   }
 }
 
-function startArg(value: string): string {
-  if (!/^\d+$/.test(value) || BigInt(value) < 1n)
-    throw new InvalidArgumentError(`--start must be a positive integer (the first ID), got ${JSON.stringify(value)}.`);
-  return value;
+/** A positive whole number that may pass 2^53 (an ID), kept as its decimal string. */
+function idArg(name: string, what: string): (value: string) => string {
+  return (value: string) => {
+    if (!/^\d+$/.test(value) || BigInt(value) < 1n || BigInt(value) > MAX_INT64)
+      throw new InvalidArgumentError(`${name} must be a positive integer up to 2^63-1 (${what}), got ${JSON.stringify(value)}.`);
+    return value;
+  };
 }
+
+const startArg = idArg('--start', 'the first ID');
 
 function withTableFlags(cmd: Command): Command {
   return cmd
@@ -99,6 +106,12 @@ back on exit), and never repeat an ID. On a server database run \`idlease migrat
       if (flags.count > 1_000_000)
         throw new IdleaseError('BAD_ARGUMENT', `-n must be at most 1000000, got ${flags.count}; run the command again for more.`);
       const create = flags.create || isEmbedded(self) ? { start: flags.start, step: flags.step } : undefined;
+      if (create === undefined && (flags.start !== undefined || flags.step !== undefined)) {
+        throw new IdleaseError(
+          'BAD_ARGUMENT',
+          `${flags.start !== undefined ? '--start' : '--step'} applies only when the tag is added here: add --create (or set it with tag add / tag set-step).`,
+        );
+      }
       const draw = async (source: Pick<SegmentAllocatorOptions, 'knex' | 'store'>) => {
         const alloc = createSegmentAllocator({
           ...source,
@@ -210,6 +223,7 @@ back on exit), and never repeat an ID. On a server database run \`idlease migrat
     tagCmd.command('set-step <tag> <n>').description("change a tag's admin step; running allocators use it from their next lease"),
   ).action(async (tag: string, n: string, flags: TableFlags, self: Command) => {
     const step = positiveInt('step')(n);
+    if (step > MAX_ROW_STEP) throw new IdleaseError('BAD_ARGUMENT', `the step must be at most ${MAX_ROW_STEP} IDs per lease, got ${n}.`);
     await withKnex(self, async (knex) => {
       await prepare(self, knex, flags);
       const row = await setStep(knex, tag, step, { table: flags.table, schema: flags.schema });
@@ -242,8 +256,8 @@ back on exit), and never repeat an ID. On a server database run \`idlease migrat
       .command('bump [tag]')
       .description("raise tags' max_id after a failover or restore, so no leased range is leased again")
       .option('--all', 'every tag')
-      .option('--by <n>', 'raise by n IDs (the largest step in use × the number of processes)', startArg)
-      .option('--to <id>', 'raise to at least this value (never lowers)', startArg),
+      .option('--by <n>', 'raise by n IDs (the largest step in use × the number of processes)', idArg('--by', 'how many IDs to raise by'))
+      .option('--to <id>', 'raise to at least this value (never lowers)', idArg('--to', 'the lowest max_id wanted')),
   )
     .addHelpText(
       'after',
@@ -258,7 +272,11 @@ docs/failover.md for the margin to use.`,
         const rows = await bumpTag(knex, { tag, all: flags.all, by: flags.by, to: flags.to, table: flags.table, schema: flags.schema });
         print(
           self,
-          rows.map((r) => `tag ${r.tag}: max_id ${r.before} → ${r.after}`),
+          rows.map((r) =>
+            r.after !== r.before
+              ? `tag ${r.tag}: max_id ${r.before} → ${r.after}`
+              : `tag ${r.tag}: max_id ${r.before}, unchanged: already at or above ${flags.to ?? 'the value asked for'} (bump never lowers a tag)`,
+          ),
           rows,
         );
       });

@@ -8,8 +8,16 @@ import { pgliteTarget } from '../connect.js';
 import { migrate } from '../migrations/migrate.js';
 import { listTags } from '../segment/admin.js';
 import { runServe } from '../serve/run.js';
-import { describeTarget, positiveInt, targetUrl, withKnex } from './context.js';
+import { shellWord } from '../shell.js';
+import { redact } from '../urls.js';
+import { describeTarget, positiveInt, programName, targetUrl, withKnex } from './context.js';
 import { withRedis } from './redis.js';
+
+function portArg(value: string): number {
+  if (!/^\d+$/.test(value) || Number(value) > 65535)
+    throw new InvalidArgumentError(`--port must be a TCP port from 0 to 65535 (0: any free port), got ${JSON.stringify(value)}.`);
+  return Number(value);
+}
 
 function tagList(value: string): string[] {
   const tags = value
@@ -27,12 +35,7 @@ export function registerServeCommand(program: Command): void {
       'serve IDs over HTTP (Leaf-compatible /api/segment/get/{tag} and /api/snowflake/get/{key}, batches, remote leases, /metrics)',
     )
     .option('--host <host>', 'address to listen on', '127.0.0.1')
-    .option(
-      '--port <port>',
-      'port to listen on (0: any free port, printed on stdout)',
-      (v) => (v === '0' ? 0 : positiveInt('--port')(v)),
-      8080,
-    )
+    .option('--port <port>', 'port to listen on (0: any free port, printed on stdout)', portArg, 8080)
     .option('--tags <list>', 'serve only these tags (comma-separated); default: every tag', tagList)
     .option(
       '--token <token>',
@@ -138,6 +141,7 @@ unused part of each lease back, exit 0; a second signal exits at once.`,
                 snowflakeGroup: flags.snowflakeGroup,
                 shutdownTimeoutMs: flags.shutdownTimeout,
                 target: describeTarget(self),
+                adminCommand: adminCommand(self),
                 ephemeral: embedded !== undefined && embedded.dir === undefined,
                 // `idlease next` on this directory finds the server here and draws through it (the file is readable by its owner only).
                 onListening: (url) =>
@@ -182,6 +186,12 @@ function serveToken(flags: { token?: string; tokenFile?: string }): string | und
 
 function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host);
+}
+
+/** The command a hint in an HTTP answer gives for tag admin on the served database: its URL, password redacted. */
+function adminCommand(cmd: Command): string {
+  const url = targetUrl(cmd);
+  return url === undefined ? programName() : `${programName()} --url ${shellWord(redact(url))}`;
 }
 
 /** A server listening on every address is reached on loopback. */

@@ -13,6 +13,19 @@ function count(value: string): number {
   return Number(value);
 }
 
+/** A released lease is stored as expiring at the epoch: say "released", not 1970-01-01. */
+function leaseText(r: { alive: boolean; leaseExpiresAt: Date }): string {
+  if (r.leaseExpiresAt.getTime() < 2 * 86_400_000) return 'released'; // 1970-01-02 on MySQL, the epoch on PostgreSQL
+  return `${r.alive ? 'expires' : 'expired'} ${r.leaseExpiresAt.toISOString()}`;
+}
+
+/** The recorded time bound (Unix ms) as a date; 0 is "none yet". */
+function timeText(ms: bigint): string {
+  if (ms <= 0n) return '-';
+  const date = new Date(Number(ms));
+  return Number.isNaN(date.getTime()) ? `${ms} ms` : date.toISOString();
+}
+
 export function registerSnowflakeCommands(program: Command): void {
   const snowflake = program
     .command('snowflake')
@@ -74,7 +87,7 @@ Examples:
             ? 'no worker ids claimed yet'
             : rows.map(
                 (r) =>
-                  `${r.group}  ${r.workerId}  ${r.alive ? 'alive' : 'free '}  ${r.host}/${r.pid}  expires ${r.leaseExpiresAt.toISOString()}  max time ${r.maxTimeMs}`,
+                  `${r.group}  ${r.workerId}  ${r.alive ? 'alive' : 'free '}  ${r.host}/${r.pid}  ${leaseText(r)}  IDs up to ${timeText(r.maxTimeMs)}`,
               ),
           rows,
         );

@@ -10,7 +10,9 @@ import { IdleaseError } from '../errors.js';
 import { createTicketAllocator } from '../ticket/allocator.js';
 import { reshardTickets } from '../ticket/reshard.js';
 import type { MigrateFlagContributor } from './migrate.js';
-import { globals, openDatabase, positiveInt, print, refuseBadConnection, waitMs } from './context.js';
+import { DEFAULT_PGLITE_DIR } from '../urls.js';
+import { shellWord } from '../shell.js';
+import { globals, openDatabase, positiveInt, print, programName, refuseBadConnection, resolveUrl, targetUrl, waitMs } from './context.js';
 
 export const ticketMigrateFlags: MigrateFlagContributor = {
   configure(cmd) {
@@ -98,7 +100,7 @@ async function withServers<T>(
 ): Promise<T> {
   // $IDLEASE_TICKET_SERVERS (whitespace-separated URLs) keeps passwords out of the process list.
   const fromEnv = (process.env.IDLEASE_TICKET_SERVERS ?? '').split(/\s+/).filter((u) => u.length > 0);
-  const urls = flags.server.length > 0 ? flags.server : fromEnv.length > 0 ? fromEnv : [globals(self).url ?? process.env.IDLEASE_URL];
+  const urls = flags.server.length > 0 ? flags.server : fromEnv.length > 0 ? fromEnv : [targetUrl(self)];
   const offsets = flags.offsets ?? urls.map((_, i) => i + 1);
   if (offsets.length !== urls.length) {
     throw new IdleaseError(
@@ -110,7 +112,9 @@ async function withServers<T>(
   try {
     // A server that is down is the allocator's business (failover); a wrong password is not.
     await Promise.all(knexes.map((k, i) => refuseBadConnection(k, urls[i], 0, false)));
-    return await fn(knexes.map((knex, i) => ({ knex, offset: offsets[i]!, name: urls[i] ? redact(urls[i]!) : 'embedded PGlite' })));
+    return await fn(
+      knexes.map((knex, i) => ({ knex, offset: offsets[i]!, name: urls[i] ? redact(urls[i]!) : `pglite:${DEFAULT_PGLITE_DIR}` })),
+    );
   } finally {
     await Promise.all(knexes.map((k) => k.destroy()));
   }
@@ -129,6 +133,20 @@ function ticketCount(value: string): number {
   if (n > MAX_TICKETS_PER_CALL)
     throw new InvalidArgumentError(`--count draws at most ${MAX_TICKETS_PER_CALL} tickets per call (each is a statement), got ${n}.`);
   return n;
+}
+
+/** The command that reaches one server of the set, as a hint prints it (the variable's URL is not inlined: it holds the password). */
+function hintPrefix(self: Command, flags: ServerFlags, name: string): string {
+  const source = resolveUrl(globals(self).url).source;
+  return flags.server.length === 0 && source !== '--url' ? programName() : `${programName()} --url ${shellWord(name)}`;
+}
+
+/** A status row's error in CLI words: the library's `migrate(knex, …)` becomes the command that installs it on that server. */
+function cliHint(error: string, prefix: string): string {
+  return error.replace(
+    /Run migrate\(knex, .*?\) \(CLI: idlease (migrate[^)]*)\) first\./,
+    (_, m: string) => `Run \`${prefix} ${m}\` first.`,
+  );
 }
 
 export function registerTicketCommands(program: Command): void {
@@ -194,7 +212,7 @@ Examples:
           generation: s.server?.scheme.generation,
           open: s.server?.scheme.open,
           lastId: s.server?.lastId,
-          error: s.lastError,
+          error: s.lastError === undefined ? undefined : cliHint(s.lastError, hintPrefix(self, flags, s.name)),
         }));
         print(
           self,

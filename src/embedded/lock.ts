@@ -192,7 +192,9 @@ function tryLock(dir: string, file: string, command: string): DirectoryLock | un
 function defaultCommand(): string {
   const script = process.argv[1] ? path.basename(process.argv[1]) : '';
   const bin = /^(bin|idlease)(\.[cm]?[jt]s)?$/.test(script) ? 'idlease' : ['node', script].filter(Boolean).join(' ');
-  return [bin, ...scrubArgs(process.argv.slice(2))].join(' ').slice(0, 200);
+  // A library holder (`node app.js`, or just `node` for -e and a REPL) is found by where it runs.
+  const where = bin === 'idlease' ? '' : ` (in ${process.cwd()})`;
+  return ([bin, ...scrubArgs(process.argv.slice(2))].join(' ').slice(0, 200) + where).slice(0, 400);
 }
 
 /** Options whose value is a secret, or may carry one: their values never reach the lock file. */

@@ -12,6 +12,7 @@ import { typedConnectionErrors } from '../dialects/connection-errors.js';
 import { executorFor, type KnexOrPool } from '../drivers/index.js';
 import { IdleaseError } from '../errors.js';
 import { MAX_INT64, unsafeNumberError } from '../ids.js';
+import { shellWord } from '../shell.js';
 import { DEFAULT_SEGMENT_TABLE, validateIdentifier } from '../identifiers.js';
 import { validateRowStep, validateStart, validateTag } from './options.js';
 import { validateFailoverGap } from '../failover-gap.js';
@@ -87,7 +88,14 @@ export async function setStep(db: KnexOrPool, tag: string, step: number, options
   validateTag(tag);
   const s = validateRowStep(step);
   if (!(await updateSegmentStep(t, tag, s))) {
-    throw new IdleaseError('UNKNOWN_TAG', `Tag ${JSON.stringify(tag)} does not exist. Add it: \`idlease tag add ${tag} --step ${s}\`.`);
+    const flags = `${options.schema !== undefined ? ` --schema ${shellWord(options.schema)}` : ''}${options.table !== undefined && options.table !== DEFAULT_SEGMENT_TABLE ? ` --table ${shellWord(options.table)}` : ''}`;
+    throw new IdleaseError(
+      'UNKNOWN_TAG',
+      `Tag ${JSON.stringify(tag)} does not exist. Add it: \`idlease tag add ${shellWord(tag)} --step ${s}\`.`,
+      {
+        cli: { message: `Tag ${JSON.stringify(tag)} does not exist. Add it: \`{idlease} tag add ${shellWord(tag)} --step ${s}${flags}\`.` },
+      },
+    );
   }
   const row = await readSegmentRow(t, tag);
   if (!row) throw new IdleaseError('UNKNOWN_TAG', `Tag ${JSON.stringify(tag)} was removed while its step was being set.`);

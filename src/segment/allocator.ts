@@ -1,6 +1,7 @@
 import { connectionProblem, describeConnectionProblem } from '../dialects/connection-errors.js';
 import { IdleaseError, isIdleaseError, isRetryable } from '../errors.js';
 import { MAX_INT64 } from '../ids.js';
+import { shellWord } from '../shell.js';
 import { resolveSegmentOptions, type ResolvedSegmentOptions, type SegmentAllocatorOptions } from './options.js';
 import { Emitter } from '../runtime/events.js';
 import { BackgroundTask } from '../runtime/task.js';
@@ -431,7 +432,7 @@ class SegmentAllocatorImpl implements SegmentAllocator {
       `Tag ${JSON.stringify(this.tag)} went backwards: a lease returned (${start - 1n}, ${end}], but this allocator already leased up to ${previousEnd} ` +
         `(${previousEnd - start + 1n} IDs behind). Was the database failed over to a replica that missed recent writes, or restored? The range was not handed out, ` +
         `and max_id was pushed to ${raised}. Other processes may hold lost ranges above that: raise the row by the largest step in use (this process: ${this.currentStep}) ` +
-        `× the number of processes, with \`idlease tag bump ${this.tag} --by <n>\` (docs/failover.md).`,
+        `× the number of processes, with \`idlease tag bump ${shellWord(this.tag)} --by <n>\` (docs/failover.md).`,
     );
   }
 
@@ -440,11 +441,11 @@ class SegmentAllocatorImpl implements SegmentAllocator {
     const flags = `${this.options.schema !== undefined ? ` --schema ${this.options.schema}` : ''}${this.options.table !== 'idlease_segments' ? ` --table ${this.options.table}` : ''}`;
     return new IdleaseError(
       'UNKNOWN_TAG',
-      `${what} Add it: \`idlease tag add ${this.tag}\` (or addTag(knex, { tag: ${JSON.stringify(this.tag)} })), ` +
+      `${what} Add it: \`idlease tag add ${shellWord(this.tag)}\` (or addTag(knex, { tag: ${JSON.stringify(this.tag)} })), ` +
         'or pass create: { start, step } to createSegmentAllocator.',
       {
         cli: {
-          message: `${what} Add it: \`{idlease} tag add ${this.tag}${flags}\`, or pass --create (with --start/--step) to add it here.`,
+          message: `${what} Add it: \`{idlease} tag add ${shellWord(this.tag)}${flags}\`, or pass --create (with --start/--step) to add it here.`,
         },
       },
     );

@@ -35,12 +35,18 @@ export interface Match {
   readonly params: Record<string, string>;
 }
 
+/** A query parameter's raw value; given twice (`?n=2&n=3`) is BAD_ARGUMENT, never a silent pick. */
 export function queryParam(query: string, name: string): string | undefined {
+  let found: string | undefined;
+  let times = 0;
   for (const pair of query.split('&')) {
     const eq = pair.indexOf('=');
-    if ((eq < 0 ? pair : pair.slice(0, eq)) === name) return eq < 0 ? '' : pair.slice(eq + 1);
+    if ((eq < 0 ? pair : pair.slice(0, eq)) !== name) continue;
+    found = eq < 0 ? '' : pair.slice(eq + 1);
+    times++;
   }
-  return undefined;
+  if (times > 1) throw new IdleaseError('BAD_ARGUMENT', `?${name}= is given ${times} times; give it once.`);
+  return found;
 }
 
 export function intParam(query: string, name: string, min: number, max: number): number {
@@ -56,6 +62,7 @@ export function intParam(query: string, name: string, min: number, max: number):
 }
 
 function decodeParam(name: string, segment: string): string {
+  if (segment === '') throw new IdleaseError('BAD_ARGUMENT', `The path names no ${name}: put it after the last slash.`);
   let value: string;
   try {
     value = decodeURIComponent(segment);

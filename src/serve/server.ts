@@ -13,6 +13,7 @@
  *   GET  /v1/redis/{tag}/ids?n=N          the same, a batch
  *   GET  /metrics  /healthz  /readyz      (HEAD too)
  */
+import { shellWord } from '../shell.js';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
@@ -70,6 +71,8 @@ export interface ServeOptions {
   readonly maxConnections?: number;
   /** A connection that moves no byte for this long is closed. Default 30,000 ms. */
   readonly idleTimeoutMs?: number;
+  /** For hints: the command that reaches the served database (`idlease --url …`, password redacted). Default `idlease`. */
+  readonly adminCommand?: string;
   /** A connected node-redis or ioredis client: served tags are also issued by Redis sequences (/api/redis, /v1/redis). Not closed by close(). */
   readonly redis?: unknown;
   readonly logger: Logger;
@@ -115,7 +118,15 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
   const db = knexExecutor(o.knex);
   const registry = new Registry();
   collectMetrics(registry); // the metric families exist even before the first tag
-  const tags = new ServedTags({ knex: o.knex, tags: o.tags, table: o.table, schema: o.schema, maxStep: o.maxStep, registry });
+  const tags = new ServedTags({
+    knex: o.knex,
+    tags: o.tags,
+    table: o.table,
+    schema: o.schema,
+    maxStep: o.maxStep,
+    registry,
+    ...(o.adminCommand === undefined ? {} : { adminCommand: o.adminCommand }),
+  });
   const sequences = new Map<string, RedisSequence>();
   const auth = createAuth(o);
   const limiter = createConnectionLimiter(o);
@@ -129,7 +140,7 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
   if (missing.length > 0) {
     throw new IdleaseError(
       'UNKNOWN_TAG',
-      `--tags names tags that do not exist: ${missing.join(', ')}. Add them first: idlease tag add <tag>.`,
+      `--tags names tags that do not exist: ${missing.join(', ')}. Add them first: ${missing.map((t) => `\`${o.adminCommand ?? 'idlease'} tag add ${shellWord(t)}\``).join(', ')}.`,
     );
   }
 
@@ -223,7 +234,7 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
             throw new HttpError(
               403,
               'FORBIDDEN',
-              'Tags are created over HTTP only with the token on a server started with --allow-create; else: idlease tag add <tag>.',
+              `Tags are created over HTTP only with the token on a server started with --allow-create; else: \`${o.adminCommand ?? 'idlease'} tag add ${shellWord(params.tag!)}\`.`,
             );
           await tags.create(params.tag!, queryParam(query, 'start'), queryParam(query, 'step'));
         }

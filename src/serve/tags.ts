@@ -4,6 +4,7 @@
  * read of the tag list at most once a second, and concurrent requests for unknown tags share
  * that one read (300 of them ran 77 full-table reads before).
  */
+import { shellWord } from '../shell.js';
 import type { Registry } from 'prom-client';
 import { MAX_ROW_STEP } from '../dialects/segments.js';
 import type { KnexLike } from '../drivers/knex.js';
@@ -21,6 +22,8 @@ export interface ServedTagsOptions {
   readonly schema?: string;
   readonly maxStep?: number;
   readonly registry: Registry;
+  /** For hints: the command that reaches the served database (`idlease --url …`, password redacted). */
+  readonly adminCommand?: string;
 }
 
 export class ServedTags {
@@ -83,9 +86,12 @@ export class ServedTags {
       else if (Date.now() - this.knownAt > 1_000) await this.refresh();
     }
     if (!this.known.has(tag)) {
+      // Not in --tags: the fix is the server's flag. Missing: the tag's row, added with the CLI on the served database.
       throw new IdleaseError(
         'UNKNOWN_TAG',
-        `Tag ${JSON.stringify(tag)} is not served here${this.o.tags ? ` (--tags ${this.o.tags.join(',')})` : ''}. Add it: idlease tag add ${tag}.`,
+        this.o.tags && !this.o.tags.includes(tag)
+          ? `Tag ${JSON.stringify(tag)} is not served here: this server runs with --tags ${this.o.tags.join(',')}; restart it with --tags ${shellWord([...this.o.tags, tag].join(','))} to serve it.`
+          : `Tag ${JSON.stringify(tag)} does not exist. Add it: \`${this.o.adminCommand ?? 'idlease'} tag add ${shellWord(tag)}\`.`,
       );
     }
     return this.allocatorOf(tag);

@@ -75,10 +75,10 @@ export async function reshardTickets(options: ReshardOptions): Promise<ReshardRe
     })),
   ];
   const fenced: Array<{ db: SqlExecutor; before: TicketScheme }> = [];
-  let fencing = all[0]!.name;
+  let fencing = all[0]!;
   try {
     for (const s of all) {
-      fencing = s.name;
+      fencing = s;
       fenced.push({ db: s.db, before: await fenceScheme(s.db, ref) });
     }
   } catch (err) {
@@ -92,10 +92,19 @@ export async function reshardTickets(options: ReshardOptions): Promise<ReshardRe
     }
     if (isIdleaseError(err, 'NOT_MIGRATED')) {
       // A server joining the set must be set up first: waiting or retrying will not do it.
+      const place = fencing.keep ? ` --tickets-increment ${increment} --tickets-offset ${fencing.offset}` : '';
+      const what = `reshard: ${fencing.name} has no ticket objects for sequence "${sequence}"; nothing was changed.`;
       throw new IdleaseError(
         'NOT_MIGRATED',
-        `reshard: ${fencing} has no ticket objects for sequence "${sequence}"; nothing was changed. Migrate it first with its place in the new set, e.g. idlease --url <its url> migrate --no-segments --tickets ${sequence} --tickets-increment ${increment} --tickets-offset <its offset>, then run reshard again.`,
-        { cause: err },
+        `${what} Migrate it first with its place in the new set (migrate(knex, { segments: false, tickets: { sequences: ['${sequence}']${fencing.keep ? `, increment: ${increment}, offset: ${fencing.offset}` : ''} } })), then run reshard again.`,
+        {
+          cause: err,
+          // The CLI names each server by its (redacted) URL: the hint's command reaches that server.
+          cli: {
+            message: `${what} Migrate it first with its place in the new set: \`{idlease} migrate --no-segments --tickets ${sequence}${place}\`, then run reshard again.`,
+            url: fencing.name,
+          },
+        },
       );
     }
     throw new IdleaseError(

@@ -155,6 +155,9 @@ describe('CLI errors: one line, the right code, at once', () => {
   });
 
   it('options that do not apply are refused: --tickets-engine on PostgreSQL/PGlite, --tickets-* without --tickets', async () => {
+    // The PGlite directory exists first: a command that creates one says so in a line of its own.
+    const made = await runCli(['--url', `pglite:${path.join(dir, 'pgl')}`, 'migrate'], { cwd: dir });
+    expect(made.code, made.stderr).toBe(0);
     const refused = await Promise.all(
       [pg.url, `pglite:${path.join(dir, 'pgl')}`].map((url) =>
         runCli(['--url', url, 'migrate', '--no-segments', '--tickets', '--tickets-engine', 'MyISAM'], { cwd: dir }),

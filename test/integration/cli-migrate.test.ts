@@ -17,7 +17,7 @@ describe('idlease migrate (CLI) on the embedded default (PGlite)', () => {
 
   it('creates ./.idlease/ on first use, then is a no-op; --json is machine-readable', async () => {
     const first = await runCli(['migrate'], { cwd: dir });
-    expect(first.stderr).toBe('');
+    expect(first.stderr).toMatch(/^idlease: created a new embedded database in \.\/\.idlease\/pglite\/ [^\n]+\n$/);
     expect(first.code).toBe(0);
     expect(first.stdout).toContain('applied segments:idlease_segments');
     expect(existsSync(path.join(dir, '.idlease', 'pglite'))).toBe(true);

@@ -80,7 +80,10 @@ describe('idlease CLI for next_id() on PostgreSQL', () => {
       [['decode', 'abc'], /not a decimal ID/],
       [['decode', '9223372036854775808'], /outside/],
       [['decode', '1', '--time-bits', '45', '--shard-bits', '10', '--sequence-bits', '12'], /at most 63/],
-      [['--url', db.url, 'migrate', '--no-segments', '--next-id', '--shard', '1024'], /shard must be an integer from 0 to 1023/],
+      [
+        ['--url', db.url, 'migrate', '--no-segments', '--next-id', '--shard', '1024'],
+        /--shard must be from 0 to 1023 \(--shard-bits 10\), got 1024/,
+      ],
       [['--url', db.url, 'migrate', '--no-segments', '--next-id', '--next-id-schema', 'Bad-Name'], /lower-case SQL identifier/],
       [['--url', db.url, 'migrate', '--no-segments', '--next-id', '--epoch', '2999-01-01'], /in the future/],
     ];

@@ -160,7 +160,7 @@ describe('idlease next / tag (CLI, real processes)', () => {
     try {
       const env = { IDLEASE_URL: undefined };
       const one = await runCli(['next', 'order', '-n', '5'], { cwd: dir, env });
-      expect(one.stderr).toBe('');
+      expect(one.stderr).toMatch(/^idlease: created a new embedded database in \.\/\.idlease\/pglite\/ [^\n]+\n$/);
       expect(one.code).toBe(0);
       expect(one.stdout.trim().split('\n')).toEqual(['1', '2', '3', '4', '5']);
       const two = await runCli(['--json', 'next', 'order', '-n', '3'], { cwd: dir, env });

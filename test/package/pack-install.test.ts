@@ -32,6 +32,7 @@ import { createTestDb, type TestDb } from '../helpers/db.js';
 const repoPkg = JSON.parse(readFileSync(path.join(REPO_ROOT, 'package.json'), 'utf8')) as {
   version: string;
   files: string[];
+  scripts: Record<string, string>;
   devDependencies: Record<string, string>;
 };
 const TARBALL = `idlease-${repoPkg.version}.tgz`;
@@ -202,7 +203,7 @@ describe(`the packed tarball (${TARBALL}) installed into a new app`, () => {
     expect(r.stdout).toBe(`${repoPkg.version}\n`);
   });
 
-  it('type-checks strictly (NodeNext, no skipLibCheck) and runs, importing every export path; ESM only', async () => {
+  it('type-checks strictly (NodeNext, no skipLibCheck) and runs, importing every export path', async () => {
     writeFileSync(
       path.join(app, 'tsconfig.json'),
       JSON.stringify(
@@ -267,10 +268,8 @@ console.log(JSON.stringify({
       conformance: 'function',
       exports: [true, ['collectMetrics'], ['segmentStoreConformance']],
     });
-    // ESM only, as the README says: CommonJS gets a clear refusal from require and the package from import().
-    const required = await run(process.execPath, ['--input-type=commonjs', '-e', "require('idlease')"], app);
-    expect(required.code).not.toBe(0);
-    expect(required.stderr).toMatch(/ERR_PACKAGE_PATH_NOT_EXPORTED/);
+    // CommonJS on Node ≥ 20.19 loads the ESM build through require() (the `default` condition);
+    // import() works as before.
     const imported = await ok(
       process.execPath,
       ['--input-type=commonjs', '-e', "import('idlease').then((m) => console.log(typeof m.connect))"],
@@ -278,6 +277,66 @@ console.log(JSON.stringify({
     );
     expect(imported.stdout).toBe('function\n');
   });
+
+  it('a CommonJS app require()s every export path and ./package.json, and draws IDs', async () => {
+    writeFileSync(
+      path.join(app, 'cjs-app.cjs'),
+      `
+const idlease = require('idlease');
+const { collectMetrics } = require('idlease/metrics');
+const { segmentStoreConformance } = require('idlease/testing');
+const { version } = require('idlease/package.json');
+(async () => {
+  const knex = idlease.connect('pglite:memory');
+  await idlease.migrate(knex);
+  const orders = idlease.createSegmentAllocator({ knex, tag: 'cjs', create: { start: 1, step: 10 } });
+  const ids = await orders.nextBatch(3);
+  await orders.close();
+  await knex.destroy();
+  console.log(JSON.stringify({ ids: ids.map(String), version, metrics: typeof collectMetrics, testing: typeof segmentStoreConformance }));
+})();
+`,
+    );
+    const r = await ok(process.execPath, ['cjs-app.cjs'], app);
+    expect(JSON.parse(r.stdout)).toEqual({ ids: ['1', '2', '3'], version: repoPkg.version, metrics: 'function', testing: 'function' });
+  }, 240_000);
+
+  it('the published manifest runs nothing at install (no prepare), and packing left the checkout as it was', () => {
+    const pkg = JSON.parse(readFileSync(path.join(pkgDir, 'package.json'), 'utf8')) as {
+      scripts?: Record<string, string>;
+      dependencies: Record<string, string>;
+      keywords?: string[];
+    };
+    for (const script of ['preinstall', 'install', 'postinstall', 'prepare']) expect(pkg.scripts?.[script], script).toBeUndefined();
+    // Caret ranges: an app's own pg or mysql2 dedupes with idlease's.
+    for (const [name, range] of Object.entries(pkg.dependencies)) expect(range, name).toMatch(/^\^\d/);
+    expect(pkg.keywords?.length).toBeGreaterThan(5);
+    // The packed copy of the checkout: its package.json is back byte for byte, prepare and all.
+    expect(readFileSync(path.join(checkout, 'package.json'), 'utf8')).toBe(readFileSync(path.join(REPO_ROOT, 'package.json'), 'utf8'));
+    expect(repoPkg.scripts.prepare, 'a clone still builds dist/ on npm ci').toBeDefined();
+    expect(existsSync(path.join(checkout, 'package.json.prepack'))).toBe(false);
+  });
+
+  it('DATABASE_URL alone reaches the server, and the hints printed under npx run as printed', async () => {
+    const db = await createTestDb('postgres', 'pack_env');
+    try {
+      const env = { DATABASE_URL: db.url, IDLEASE_URL: undefined };
+      const first = await run('npx', ['--no-install', 'idlease', 'next', 'order'], app, env);
+      expect(first.code, show(first)).toBe(2);
+      // Not a new embedded database: the server's, which is not migrated yet; the hint is for npx.
+      expect(first.stderr).toContain('Run `npx idlease migrate` first.');
+      expect(first.stderr).toContain('$DATABASE_URL');
+      await ok('bash', ['-c', 'npx idlease migrate'], app, env);
+      const second = await run('npx', ['--no-install', 'idlease', 'next', 'order'], app, env);
+      const hint = /`(npx idlease tag add [^`]+)`/.exec(second.stderr)?.[1];
+      expect(hint, show(second)).toBe('npx idlease tag add order');
+      await ok('bash', ['-c', hint!], app, env);
+      expect((await ok('npx', ['--no-install', 'idlease', 'next', 'order', '-n', '2'], app, env)).stdout).toBe('1\n2\n');
+      expect((await db.knex.raw('SELECT max_id FROM idlease.idlease_segments')).rows).toHaveLength(1);
+    } finally {
+      await db.drop();
+    }
+  }, 300_000);
 
   it('`npx idlease next order -n 3` on the embedded default prints 1, 2, 3 (and 4, 5, 6 after it)', async () => {
     const first = await ok('npx', ['--no-install', 'idlease', 'next', 'order', '-n', '3'], app);
