@@ -15,6 +15,12 @@ const ALONE = [
   'test/package/**/*.test.ts',
 ];
 
+// Failovers behind a router, on private servers of their own: each scenario mostly waits (an HA
+// manager's timers, a standby catching up) and asserts duplicates and typed errors, never time, and
+// held under load averages of 20–30 while written. They run one at a time beside the shared files
+// instead of after them, which keeps CI under 30 minutes.
+const FAILOVERS = ['test/ha/patroni.test.ts', 'test/ha/pg-replication.test.ts', 'test/ha/mariadb-replication.test.ts'];
+
 // Pure logic on in-memory stores and injected clocks: no database, so `npm run test:unit` runs
 // anywhere in seconds. The other projects find the real databases first (global-setup.ts).
 const UNIT = ['test/unit/**/*.test.ts'];
@@ -64,7 +70,18 @@ export default defineConfig({
       },
       {
         extends: true,
-        test: { name: 'alone', include: ALONE, globalSetup: DATABASES, maxWorkers: 1, sequence: { groupOrder: 1 } },
+        test: { name: 'failover', include: FAILOVERS, globalSetup: DATABASES, maxWorkers: 1, sequence: { groupOrder: 0 } },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'alone',
+          include: ALONE,
+          exclude: FAILOVERS,
+          globalSetup: DATABASES,
+          maxWorkers: 1,
+          sequence: { groupOrder: 1 },
+        },
       },
     ],
   },
