@@ -92,6 +92,7 @@ ensure_tools() {
   command -v cc >/dev/null || missing+=(gcc)
   [ -e /usr/include/stdlib.h ] || missing+=(libc6-dev)
   command -v openssl >/dev/null || missing+=(openssl) # the TLS tests make their certificates (test/helpers/tls.ts)
+  [ -x /usr/bin/time ] || missing+=(time) # GNU time: peak RSS of a first embedded run (cli-embedded-template.test.ts, bench cli)
   local ha=()
   command -v etcd >/dev/null || ha+=(etcd-server)
   command -v patroni >/dev/null || ha+=(patroni)
@@ -107,7 +108,7 @@ ensure_tools() {
     apt_install --no-install-recommends prometheus
     if command -v systemctl >/dev/null; then sudo_ systemctl disable --now prometheus >/dev/null 2>&1 || true; fi
   fi
-  say "tools: pgbouncer, galera-4, rsync, faketime, redis-server, promtool, ip, nft, cc, openssl, etcd, patroni, haproxy present"
+  say "tools: pgbouncer, galera-4, rsync, faketime, redis-server, promtool, ip, nft, cc, openssl, time, etcd, patroni, haproxy present"
 }
 
 ensure_mariadb

@@ -7,7 +7,7 @@ import type { ConnectedKnex } from '../connect.js';
 // `idlease next` on the embedded default runs on PGlite alone (withPGlite) and never loads them.
 import { DEFAULT_PGLITE_DIR, pgliteTarget, redact } from '../urls.js';
 import { preloadedPGlite } from '../embedded/preload.js';
-import { createFromTemplate, discardTemplateCopy } from '../embedded/template.js';
+import { openEmbedded } from '../embedded/open.js';
 import { acquireDirectoryLock, DEFAULT_LOCK_TIMEOUT_MS, type DirectoryLock, type LockHolder } from '../embedded/lock.js';
 import { connectionErrorWithin, connectionProblem, describeConnectionProblem, isConfigProblem } from '../dialects/connection-errors.js';
 import { knexExecutor, type KnexLike } from '../drivers/knex.js';
@@ -221,23 +221,10 @@ export async function withPGlite<T>(
   let db: PGlite | undefined;
   let knex: ConnectedKnex | undefined;
   try {
-    // The lock made the directory's parent; a new directory is copied from the template, or made by PGlite's initdb.
-    const [{ PGlite }, artifacts] = await Promise.all([import('@electric-sql/pglite'), preloadedPGlite()]);
-    const open = async () => {
-      const opening = new PGlite(dir, { ...artifacts });
-      await opening.waitReady;
-      return opening;
-    };
-    const isNew = !existsSync(path.join(dir, 'PG_VERSION'));
+    // The lock made the directory's parent; a new directory is unpacked from the template, or made by PGlite's initdb.
+    let isNew: boolean;
     try {
-      if (!(await createFromTemplate(dir, artifacts))) db = await open();
-      else {
-        db = await open().catch(() => {
-          // A copy that does not open (a damaged template): nothing was issued from it; make it by initdb.
-          discardTemplateCopy(dir);
-          return open();
-        });
-      }
+      ({ db, isNew } = await openEmbedded(dir, await preloadedPGlite()));
     } catch (cause) {
       throw new IdleaseError('DB_UNAVAILABLE', `Cannot open the embedded database ${dir}: ${(cause as Error)?.message ?? String(cause)}`, {
         cause,

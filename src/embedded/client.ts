@@ -8,6 +8,7 @@ import type { PGlite } from '@electric-sql/pglite';
 import type { Knex } from 'knex';
 import { createRequire } from 'node:module';
 import { acquireDirectoryLock, type DirectoryLock } from './lock.js';
+import { openEmbedded } from './open.js';
 
 export interface EmbeddedConnection {
   /** The data directory; undefined keeps the database in memory (nothing to lock, nothing kept). */
@@ -48,16 +49,10 @@ function defineEmbeddedClient(Base: ClientClass): ClientClass {
     async _acquireOnlyConnection(): Promise<OpenPGlite> {
       const { dir, lockTimeoutMs, open } = this.config.connection;
       if (open !== undefined) return open as OpenPGlite;
-      const { PGlite } = await import('@electric-sql/pglite');
-      if (dir === undefined) {
-        const db = new PGlite();
-        await db.waitReady;
-        return db;
-      }
+      if (dir === undefined) return (await openEmbedded(undefined)).db;
       const lock = await acquireDirectoryLock(dir, { timeoutMs: lockTimeoutMs });
       try {
-        const db: OpenPGlite = new PGlite(dir);
-        await db.waitReady;
+        const db: OpenPGlite = (await openEmbedded(dir)).db;
         db.idleaseLock = lock;
         return db;
       } catch (err) {

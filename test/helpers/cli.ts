@@ -19,10 +19,17 @@ export function runCli(args: string[], options: { cwd?: string; env?: NodeJS.Pro
   return runNode(['--import', TSX_LOADER, BIN, ...args], options);
 }
 
-/** `node <args>` as a real OS process, killed after `timeoutMs` (default 60 s). */
-export function runNode(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<CliResult> {
+/**
+ * `node <args>` as a real OS process, killed after `timeoutMs` (default 60 s); `wrap` runs it
+ * under another command (e.g. GNU time: `['/usr/bin/time', '-f', '%M', '-o', file]`).
+ */
+export function runNode(
+  args: string[],
+  options: { cwd?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number; wrap?: readonly string[] } = {},
+): Promise<CliResult> {
+  const [command, ...argv] = [...(options.wrap ?? []), process.execPath, ...args];
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, args, {
+    const child = spawn(command!, argv, {
       cwd: options.cwd ?? REPO_ROOT,
       env: { ...process.env, ...options.env },
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -1,15 +1,25 @@
 /**
- * New embedded directories copied from a pristine initdb template (src/embedded/template.ts):
- * every directory keeps its own IDs, the template never holds any idlease object, an existing
- * directory is never replaced, and a damaged or disabled template falls back to PGlite's initdb.
+ * New embedded databases unpacked from the template the package ships (src/embedded/template.ts,
+ * made by `npm run build`): every directory keeps its own IDs, the template never holds any
+ * idlease object, an existing directory is never replaced, a template the installed PGlite does
+ * not open falls back to initdb, and a first run stays within 400 MB of peak RSS (a 512 MB
+ * container) where initdb takes ~0.9 GB.
+ *
+ * Which way a database was made is read from PostgreSQL itself: every copy of the template has
+ * the template's system identifier, initdb draws a new one.
  */
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { PGlite } from '@electric-sql/pglite';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { PGlite } from '@electric-sql/pglite';
-import { afterAll, describe, expect, it } from 'vitest';
-import { runCli, type CliResult } from '../helpers/cli.js';
+import * as tar from 'tar';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connect } from '../../src/index.js';
+import { REPO_ROOT, runCli, runNode, type CliResult } from '../helpers/cli.js';
 
+const ARCHIVE = path.join(REPO_ROOT, 'dist/pglite-template.tar.gz');
+const BUILT_BIN = path.join(REPO_ROOT, 'bin/idlease.js');
+const GNU_TIME = '/usr/bin/time';
 const root = mkdtempSync(path.join(tmpdir(), 'idlease-template-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
@@ -24,62 +34,124 @@ function project(name: string): string {
   return dir;
 }
 
-const next = (cwd: string, cache: string, n = 3) =>
-  runCli(['next', 'order', '-n', String(n)], { cwd, env: { IDLEASE_CACHE_DIR: cache, IDLEASE_URL: undefined } });
+const next = (cwd: string, env: NodeJS.ProcessEnv = {}, n = 3) =>
+  runCli(['next', 'order', '-n', String(n)], { cwd, env: { IDLEASE_URL: undefined, DATABASE_URL: undefined, ...env } });
+
+async function systemIdentifier(db: PGlite): Promise<string> {
+  const r = await db.query<{ id: string }>('SELECT system_identifier::text AS id FROM pg_control_system()');
+  return r.rows[0]!.id;
+}
+
+/** Open a closed data directory, read from it, close it. */
+async function inspect<T>(dir: string, read: (db: PGlite) => Promise<T>): Promise<T> {
+  const db = new PGlite(dir);
+  try {
+    return await read(db);
+  } finally {
+    await db.close();
+  }
+}
+
+let templateId: string;
+
+beforeAll(async () => {
+  if (!existsSync(ARCHIVE)) throw new Error(`${ARCHIVE} is missing: run \`npm run build\` (it makes the template) before these tests.`);
+  // Opened through a copy: opening the template's own files would change them.
+  const copy = path.join(root, 'template-copy');
+  mkdirSync(copy);
+  await tar.x({ file: ARCHIVE, cwd: copy });
+  templateId = await inspect(copy, systemIdentifier);
+}, 120_000);
 
 // Each case runs the CLI (through tsx) several times, some with PGlite's initdb: minutes on a loaded 2-core machine.
-describe('a new embedded directory from the template', () => {
-  const cache = path.join(root, 'cache');
-
-  it('each directory made from it keeps its own IDs; the template holds nothing of idlease', async () => {
-    const a = project('a');
-    const b = project('b');
-    expect(ids(await next(a, cache))).toEqual([1n, 2n, 3n]);
-    const templates = readdirSync(cache);
-    expect(templates).toHaveLength(1);
-    expect(templates[0]).toMatch(/^pglite-\d+\.\d+\.\d+/);
-    expect(ids(await next(b, cache))).toEqual([1n, 2n, 3n]);
-    expect(ids(await next(a, cache, 2))).toEqual([4n, 5n]);
-    expect(ids(await next(b, cache, 1))).toEqual([4n]);
-
-    // Opened through a copy: opening the template itself would change it.
+describe('a new embedded database from the shipped template', () => {
+  it('holds nothing of idlease', async () => {
     const copy = path.join(root, 'template-copy');
-    cpSync(path.join(cache, templates[0]!), copy, { recursive: true });
-    const db = new PGlite(copy);
-    try {
+    const counts = await inspect(copy, async (db) => {
       const schemas = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_namespace WHERE nspname = 'idlease'");
       const tables = await db.query<{ n: number }>(
         "SELECT count(*)::int AS n FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema')",
       );
-      expect(schemas.rows[0]!.n).toBe(0);
-      expect(tables.rows[0]!.n).toBe(0);
-    } finally {
-      await db.close();
-    }
+      return [schemas.rows[0]!.n, tables.rows[0]!.n];
+    });
+    expect(counts).toEqual([0, 0]);
+  }, 120_000);
+
+  it('each directory made from it keeps its own IDs', async () => {
+    const a = project('a');
+    const b = project('b');
+    expect(ids(await next(a))).toEqual([1n, 2n, 3n]);
+    expect(ids(await next(b))).toEqual([1n, 2n, 3n]);
+    expect(ids(await next(a, {}, 2))).toEqual([4n, 5n]);
+    expect(ids(await next(b, {}, 1))).toEqual([4n]);
+    expect(await inspect(path.join(a, '.idlease', 'pglite'), systemIdentifier)).toBe(templateId);
+    // No scratch copy is left beside the directory.
+    expect(readdirSync(path.join(a, '.idlease')).filter((f) => f.includes('.tmp-'))).toEqual([]);
   }, 240_000);
 
   it('a directory that exists (here: empty, made by hand) is left to PGlite, never replaced', async () => {
     const c = project('c');
     mkdirSync(path.join(c, '.idlease', 'pglite'), { recursive: true });
     writeFileSync(path.join(c, '.idlease', 'pglite', 'mine.txt'), 'kept');
-    const r = await next(c, cache);
+    const r = await next(c);
     // PGlite refuses or initialises a non-empty directory; either way the file is still there.
-    expect(existsSync(path.join(c, '.idlease', 'pglite', 'mine.txt'))).toBe(true);
+    expect(readFileSync(path.join(c, '.idlease', 'pglite', 'mine.txt'), 'utf8')).toBe('kept');
     if (r.code === 0) expect(ids(r)).toEqual([1n, 2n, 3n]);
   }, 240_000);
 
-  it('a damaged template is discarded and the directory made by initdb; IDLEASE_CACHE_DIR=off keeps no template', async () => {
-    const damaged = path.join(root, 'damaged-cache');
-    const version = readdirSync(cache)[0]!;
-    mkdirSync(path.join(damaged, version), { recursive: true });
-    writeFileSync(path.join(damaged, version, 'PG_VERSION'), '18\n');
+  it('a template the installed PGlite does not open is discarded and the directory made by initdb; off means initdb', async () => {
+    // A data directory of another PostgreSQL major version: PostgreSQL refuses it at startup.
+    const unpacked = path.join(root, 'foreign');
+    mkdirSync(unpacked);
+    await tar.x({ file: ARCHIVE, cwd: unpacked });
+    writeFileSync(path.join(unpacked, 'PG_VERSION'), '99\n');
+    const foreign = path.join(root, 'foreign.tar.gz');
+    await tar.c({ file: foreign, cwd: unpacked, gzip: true }, ['.']);
+
     const d = project('d');
-    expect(ids(await next(d, damaged))).toEqual([1n, 2n, 3n]);
-    expect(existsSync(path.join(damaged, version))).toBe(false);
-    expect(ids(await next(d, damaged, 1))).toEqual([4n]);
+    expect(ids(await next(d, { IDLEASE_PGLITE_TEMPLATE: foreign }))).toEqual([1n, 2n, 3n]);
+    expect(ids(await next(d, { IDLEASE_PGLITE_TEMPLATE: foreign }, 1))).toEqual([4n]);
+    const made = path.join(d, '.idlease', 'pglite');
+    expect(readFileSync(path.join(made, 'PG_VERSION'), 'utf8').trim()).not.toBe('99');
+    expect(await inspect(made, systemIdentifier)).not.toBe(templateId);
 
     const e = project('e');
-    expect(ids(await next(e, 'off'))).toEqual([1n, 2n, 3n]);
-    expect(existsSync(path.join(e, 'off'))).toBe(false);
+    expect(ids(await next(e, { IDLEASE_PGLITE_TEMPLATE: 'off' }))).toEqual([1n, 2n, 3n]);
+    expect(await inspect(path.join(e, '.idlease', 'pglite'), systemIdentifier)).not.toBe(templateId);
+  }, 240_000);
+
+  it('pglite:memory is loaded from the template too', async () => {
+    const knex = connect('pglite:memory');
+    try {
+      const r = await knex.raw<{ rows: { id: string }[] }>('SELECT system_identifier::text AS id FROM pg_control_system()');
+      expect(r.rows[0]!.id).toBe(templateId);
+    } finally {
+      await knex.destroy();
+    }
+  }, 120_000);
+});
+
+describe('first run memory', () => {
+  /** Peak RSS in MB of `node bin/idlease.js next order -n 5` (the built CLI, as a user runs it) in a new project. */
+  async function firstRunPeakMb(env: NodeJS.ProcessEnv): Promise<number> {
+    const dir = project(`rss-${Math.random().toString(36).slice(2, 8)}`);
+    const out = path.join(dir, 'time.txt');
+    const r = await runNode([BUILT_BIN, 'next', 'order', '-n', '5'], {
+      cwd: dir,
+      env: { IDLEASE_URL: undefined, DATABASE_URL: undefined, ...env },
+      timeoutMs: 120_000,
+      wrap: [GNU_TIME, '-f', '%M', '-o', out],
+    });
+    expect(ids(r)).toEqual([1n, 2n, 3n, 4n, 5n]);
+    return Number(readFileSync(out, 'utf8').trim().split('\n').at(-1)) / 1024;
+  }
+
+  it('a first run stays within 400 MB of peak RSS; initdb (the template off) does not', async () => {
+    if (!existsSync(GNU_TIME)) throw new Error(`${GNU_TIME} (GNU time) reads the peak RSS: run \`npm run db:up\` or apt-get install time`);
+    if (!existsSync(path.join(REPO_ROOT, 'dist/src/cli/main.js'))) throw new Error('dist/ is missing: run `npm run build`');
+    const shipped = await firstRunPeakMb({});
+    const initdb = await firstRunPeakMb({ IDLEASE_PGLITE_TEMPLATE: 'off' });
+    expect(shipped, `first run ${Math.round(shipped)} MB, initdb ${Math.round(initdb)} MB`).toBeLessThanOrEqual(400);
+    expect(initdb).toBeGreaterThan(400);
   }, 240_000);
 });

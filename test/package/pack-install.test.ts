@@ -157,6 +157,8 @@ describe(`the packed tarball (${TARBALL}) installed into a new app`, () => {
       'bin/idlease.js',
       'dist/src/index.js',
       'dist/src/index.d.ts',
+      // The embedded template: without it a first run is PGlite's initdb (~0.9 GB peak RSS).
+      'dist/pglite-template.tar.gz',
       'docs/serve.md',
     ]) {
       expect(files, f).toContain(f);
