@@ -226,6 +226,7 @@ export async function withPGlite<T>(
     try {
       ({ db, isNew } = await openEmbedded(dir, await preloadedPGlite()));
     } catch (cause) {
+      if (cause instanceof IdleaseError) throw cause;
       throw new IdleaseError('DB_UNAVAILABLE', `Cannot open the embedded database ${dir}: ${(cause as Error)?.message ?? String(cause)}`, {
         cause,
       });

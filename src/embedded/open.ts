@@ -34,15 +34,15 @@ export async function openEmbedded(dir: string | undefined, artifacts?: PGliteAr
     await opening.waitReady;
     return opening;
   };
+  const archive = templateArchive();
   if (dir === undefined) {
-    const archive = templateArchive();
     if (archive === undefined) return { db: await open(), isNew: true };
     const loadDataDir = new Blob([await readFile(archive)]);
     // A template the installed PGlite does not open: initdb, as without one.
     return { db: await open({ loadDataDir }).catch(() => open()), isNew: true };
   }
   const isNew = !existsSync(path.join(dir, 'PG_VERSION'));
-  if (!(await createFromTemplate(dir))) return { db: await open(), isNew };
+  if (archive === undefined || !(await createFromTemplate(dir, archive))) return { db: await open(), isNew };
   const db = await open().catch(() => {
     // A copy the installed PGlite does not open: nothing was issued from it; make it by initdb.
     discardTemplateCopy(dir);

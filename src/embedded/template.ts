@@ -25,17 +25,34 @@ import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { IdleaseError } from '../errors.js';
 import { packageRoot } from '../package-root.js';
 
 /** Where `npm run build` writes the template, relative to the package's root. */
 export const TEMPLATE_ARCHIVE = 'dist/pglite-template.tar.gz';
 
-/** The archive new directories are unpacked from; undefined when turned off or not built (a checkout before `npm run build`). */
+/**
+ * The archive new databases are unpacked from; undefined when turned off or not built (a checkout
+ * before `npm run build`). Throws BAD_CONFIG when IDLEASE_PGLITE_TEMPLATE names a missing file.
+ */
 export function templateArchive(env: NodeJS.ProcessEnv = process.env): string | undefined {
   const own = env.IDLEASE_PGLITE_TEMPLATE;
   // 0.2's switch for its per-user template cache, which this replaces: still a way to say "initdb".
   if (own === 'off' || env.IDLEASE_CACHE_DIR === 'off') return undefined;
-  const file = own !== undefined && own !== '' ? path.resolve(own) : fileURLToPath(new URL(TEMPLATE_ARCHIVE, packageRoot().dir));
+  if (own !== undefined && own !== '') {
+    if (fs.existsSync(own)) return path.resolve(own);
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      `IDLEASE_PGLITE_TEMPLATE names ${own}, which does not exist. Name a .tar.gz of a PGlite data directory, set it to off (initdb), or unset it (the template idlease ships).`,
+    );
+  }
+  let file: string;
+  try {
+    file = fileURLToPath(new URL(TEMPLATE_ARCHIVE, packageRoot().dir));
+  } catch {
+    // idlease bundled into an app's own file: no package directory to ship a template in.
+    return undefined;
+  }
   return fs.existsSync(file) ? file : undefined;
 }
 
@@ -60,13 +77,11 @@ async function unpack(archive: string, to: string): Promise<void> {
  * directory's lock, before PGlite opens it. True when `dir` was made here (PGlite then finds
  * a database and does not run initdb); false leaves everything to PGlite. Never throws.
  */
-export async function createFromTemplate(dir: string): Promise<boolean> {
+export async function createFromTemplate(dir: string, archive: string): Promise<boolean> {
   const target = path.resolve(dir);
   const scratch = scratchName(target);
   try {
     if (fs.existsSync(target)) return false;
-    const archive = templateArchive();
-    if (archive === undefined) return false;
     await unpack(archive, scratch);
     // Not rename over anything: the lock keeps other idlease processes out, but not a user's mkdir.
     if (fs.existsSync(target)) return false;

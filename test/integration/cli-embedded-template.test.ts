@@ -120,6 +120,14 @@ describe('a new embedded database from the shipped template', () => {
     expect(await inspect(path.join(e, '.idlease', 'pglite'), systemIdentifier)).not.toBe(templateId);
   }, 240_000);
 
+  it('IDLEASE_PGLITE_TEMPLATE naming a missing file is a typed error, nothing made', async () => {
+    const f = project('f');
+    const r = await next(f, { IDLEASE_PGLITE_TEMPLATE: path.join(root, 'no-such.tar.gz') });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/BAD_CONFIG.*IDLEASE_PGLITE_TEMPLATE names .*no-such\.tar\.gz, which does not exist/);
+    expect(existsSync(path.join(f, '.idlease', 'pglite', 'PG_VERSION'))).toBe(false);
+  }, 120_000);
+
   it('pglite:memory is loaded from the template too', async () => {
     const knex = connect('pglite:memory');
     try {
