@@ -83,7 +83,8 @@ ensure_postgres() {
 ensure_tools() {
   local missing=()
   [ -x /usr/sbin/pgbouncer ] || [ -x /usr/bin/pgbouncer ] || missing+=(pgbouncer)
-  ls /usr/lib/galera/libgalera_smm.so /usr/lib/*/galera*/libgalera_smm.so >/dev/null 2>&1 || missing+=(galera-4)
+  # Either place will do (ls of both failed whenever one was absent, and reinstalled galera-4 every run).
+  [ -e /usr/lib/galera/libgalera_smm.so ] || compgen -G '/usr/lib/*/galera*/libgalera_smm.so' >/dev/null || missing+=(galera-4)
   command -v faketime >/dev/null || missing+=(faketime)
   command -v rsync >/dev/null || missing+=(rsync) # Galera's state transfer (wsrep_sst_method=rsync)
   command -v redis-server >/dev/null || missing+=(redis-server)
