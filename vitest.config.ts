@@ -15,10 +15,10 @@ const ALONE = [
   'test/package/**/*.test.ts',
 ];
 
-// Failovers of private servers (behind a router, between replicas, in a Galera cluster): each
-// scenario mostly waits (an HA manager's timers, a standby catching up, a node rejoining) and
-// asserts duplicates, jumps and typed errors, never time. They run two at a time, after the
-// shared files and before the one-at-a-time files: alone they were ~6 of CI's 31 minutes.
+// Failovers of private servers (behind a router, between replicas, in a Galera cluster), a
+// server killed mid-run, and the package install: each mostly waits (an HA manager's timers, a
+// standby catching up, a node rejoining, npm) and asserts duplicates, jumps and typed errors,
+// never time. They run two at a time, after the shared files and before the one-at-a-time files.
 // (A project with maxWorkers 1 at groupOrder 0 is not run beside the others: vitest puts such
 // files in a group of their own, after every other group.)
 const FAILOVERS = [
@@ -26,12 +26,18 @@ const FAILOVERS = [
   'test/ha/pg-replication.test.ts',
   'test/ha/mariadb-replication.test.ts',
   'test/ha/galera.test.ts',
+  'test/ha/pgbouncer.test.ts',
+  'test/redis/redis-db-failover.test.ts',
+  'test/integration/next-id-crash.test.ts',
+  'test/package/pack-install.test.ts',
 ];
 
 // Pure logic on in-memory stores and injected clocks: no database, so `npm run test:unit` runs
 // anywhere in seconds. The other projects find the real databases first (global-setup.ts).
 const UNIT = ['test/unit/**/*.test.ts'];
-const DATABASES = ['test/helpers/global-setup.ts'];
+// Every project runs the CLI built (test/helpers/built-cli.ts rebuilds dist/ when the sources are newer).
+const BUILT = 'test/helpers/built-cli.ts';
+const DATABASES = [BUILT, 'test/helpers/global-setup.ts'];
 // The docs samples and the recipe pages need the recipe tools (Prisma, TypeORM, …), which have an
 // install of their own in test/recipes/: this project installs it first when it is missing or
 // stale (test/helpers/recipe-tools.ts), and only when one of these files is in the run.
@@ -49,7 +55,7 @@ export default defineConfig({
     projects: [
       {
         extends: true,
-        test: { name: 'unit', include: UNIT, maxWorkers: 2, sequence: { groupOrder: 0 } },
+        test: { name: 'unit', include: UNIT, globalSetup: [BUILT], maxWorkers: 2, sequence: { groupOrder: 0 } },
       },
       {
         extends: true,

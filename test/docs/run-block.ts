@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { createTestDb, type TestDb } from '../helpers/db.js';
-import { REPO_ROOT, TSX_LOADER } from '../helpers/cli.js';
+import { CLI_BIN, REPO_ROOT, TSX_LOADER } from '../helpers/cli.js';
 import { recipeModule, recipeTools } from '../helpers/recipe-tools.js';
 import type { DocBlock, Flavor } from './extract.js';
 import { startRedis } from '../helpers/redis.js';
@@ -48,7 +48,8 @@ export const SAMPLE_COMPILER_OPTIONS = { experimentalDecorators: true };
 
 /**
  * node_modules as `npm install idlease` would leave it: the package (exports → this
- * checkout's sources, run through tsx), its dependencies beside it, and .bin/idlease.
+ * checkout's sources, run through tsx), its dependencies beside it, and .bin/idlease (the
+ * built CLI, bin/idlease.js).
  */
 function sharedModules(): string {
   if (modulesDir) return modulesDir;
@@ -69,7 +70,7 @@ function sharedModules(): string {
     }),
   );
   const bin = path.join(pkgDir, 'bin', 'idlease');
-  writeFileSync(bin, `#!/bin/sh\nexec "${process.execPath}" --import "${TSX_LOADER}" "${path.join(REPO_ROOT, 'src/cli/bin.ts')}" "$@"\n`);
+  writeFileSync(bin, `#!/bin/sh\nexec "${process.execPath}" "${CLI_BIN}" "$@"\n`);
   chmodSync(bin, 0o755);
   symlinkSync(bin, path.join(nm, '.bin', 'idlease'));
   // Optional peers (postgres.js) too: a user who passes one has installed it.

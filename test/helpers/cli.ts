@@ -1,11 +1,12 @@
-/** Run the idlease CLI from source as a real OS process (no build needed). */
+/** Run the idlease CLI as a real OS process: the built bin/idlease.js, as users run it (test/helpers/built-cli.ts keeps dist/ current). */
 import { spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const BIN = path.join(REPO_ROOT, 'src/cli/bin.ts');
+/** The CLI as the package ships it: bin/idlease.js importing dist/. */
+export const CLI_BIN = path.join(REPO_ROOT, 'bin/idlease.js');
 /** tsx's loader by absolute URL, so a child whose cwd is a temp dir still finds it. */
 export const TSX_LOADER = pathToFileURL(path.join(REPO_ROOT, 'node_modules/tsx/dist/loader.mjs')).href;
 
@@ -16,7 +17,7 @@ export interface CliResult {
 }
 
 export function runCli(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<CliResult> {
-  return runNode(['--import', TSX_LOADER, BIN, ...args], options);
+  return runNode([CLI_BIN, ...args], options);
 }
 
 /**

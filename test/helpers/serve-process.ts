@@ -1,7 +1,6 @@
 /** An `idlease serve` OS process for tests: started on a free port, stopped by the test. */
 import { spawn, type ChildProcess } from 'node:child_process';
-import path from 'node:path';
-import { REPO_ROOT, TSX_LOADER } from './cli.js';
+import { CLI_BIN, REPO_ROOT } from './cli.js';
 
 export interface ServeProcess {
   readonly url: string;
@@ -14,15 +13,11 @@ export interface ServeProcess {
 }
 
 export async function startServe(dbUrl: string, args: string[] = [], env: NodeJS.ProcessEnv = {}): Promise<ServeProcess> {
-  const child = spawn(
-    process.execPath,
-    ['--import', TSX_LOADER, path.join(REPO_ROOT, 'src/cli/bin.ts'), '--url', dbUrl, 'serve', '--port', '0', ...args],
-    {
-      cwd: REPO_ROOT,
-      env: { ...process.env, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
+  const child = spawn(process.execPath, [CLI_BIN, '--url', dbUrl, 'serve', '--port', '0', ...args], {
+    cwd: REPO_ROOT,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   let err = '';
   child.stderr!.on('data', (d: Buffer) => (err += d.toString()));

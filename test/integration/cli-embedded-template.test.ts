@@ -63,7 +63,7 @@ beforeAll(async () => {
   templateId = await inspect(copy, systemIdentifier);
 }, 120_000);
 
-// Each case runs the CLI (through tsx) several times, some with PGlite's initdb: minutes on a loaded 2-core machine.
+// Each case runs the CLI several times, some with PGlite's initdb: minutes on a loaded 2-core machine.
 describe('a new embedded database from the shipped template', () => {
   it('holds nothing of idlease', async () => {
     const copy = path.join(root, 'template-copy');
@@ -99,7 +99,7 @@ describe('a new embedded database from the shipped template', () => {
     if (r.code === 0) expect(ids(r)).toEqual([1n, 2n, 3n]);
   }, 240_000);
 
-  it('a template the installed PGlite does not open is discarded and the directory made by initdb; off means initdb', async () => {
+  it('a template the installed PGlite does not open is discarded and the directory made by initdb', async () => {
     // A data directory of another PostgreSQL major version: PostgreSQL refuses it at startup.
     const unpacked = path.join(root, 'foreign');
     mkdirSync(unpacked);
@@ -115,9 +115,7 @@ describe('a new embedded database from the shipped template', () => {
     expect(readFileSync(path.join(made, 'PG_VERSION'), 'utf8').trim()).not.toBe('99');
     expect(await inspect(made, systemIdentifier)).not.toBe(templateId);
 
-    const e = project('e');
-    expect(ids(await next(e, { IDLEASE_PGLITE_TEMPLATE: 'off' }))).toEqual([1n, 2n, 3n]);
-    expect(await inspect(path.join(e, '.idlease', 'pglite'), systemIdentifier)).not.toBe(templateId);
+    // IDLEASE_PGLITE_TEMPLATE=off: the memory test below runs it (initdb's peak RSS tells it apart).
   }, 240_000);
 
   it('IDLEASE_PGLITE_TEMPLATE naming a missing file is a typed error, nothing made', async () => {

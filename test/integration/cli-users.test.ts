@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createTestDb, type TestDb } from '../helpers/db.js';
-import { REPO_ROOT, runCli, TSX_LOADER, type CliResult } from '../helpers/cli.js';
+import { CLI_BIN, runCli, type CliResult } from '../helpers/cli.js';
 import { startServe } from '../helpers/serve-process.js';
 
 /** Neither variable leaks in from the test runner's environment: each row sets what it means. */
@@ -26,10 +26,7 @@ beforeAll(async () => {
   binDir = path.join(root, 'bin');
   const shim = path.join(binDir, 'idlease');
   mkdirSync(binDir);
-  writeFileSync(
-    shim,
-    `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} --import ${JSON.stringify(TSX_LOADER)} ${JSON.stringify(path.join(REPO_ROOT, 'src/cli/bin.ts'))} "$@"\n`,
-  );
+  writeFileSync(shim, `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(CLI_BIN)} "$@"\n`);
   chmodSync(shim, 0o755);
   [my, pg] = await Promise.all([createTestDb('mysql', 'cli_users'), createTestDb('postgres', 'cli_users')]);
 });
