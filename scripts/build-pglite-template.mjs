@@ -3,25 +3,40 @@
 // RSS and seconds; src/embedded/template.ts). Made in a directory of its own, opened once and
 // closed cleanly, no statement run on it: it holds no table, no tag, no ID.
 import { PGlite } from '@electric-sql/pglite';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createTar } from 'nanotar';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import * as tar from 'tar';
+import { gzipSync } from 'node:zlib';
 
-const out = fileURLToPath(new URL('../dist/pglite-template.tar.gz', import.meta.url));
+const out = new URL('../dist/pglite-template.tar.gz', import.meta.url);
 const scratch = mkdtempSync(path.join(tmpdir(), 'idlease-template-'));
 try {
   const dir = path.join(scratch, 'pgdata');
   const db = new PGlite(dir);
   await db.waitReady;
   await db.close();
-  // portable: no owner, user or host names; mtime fixed so two builds of one PGlite give the same entries.
-  await tar.c({ file: out, cwd: dir, gzip: { level: 9 }, portable: true, mtime: new Date(0) }, ['.']);
+
+  // Directories before their files, names sorted, no owner and a fixed mtime: two builds of one
+  // PGlite give the same entries.
+  const entries = [];
+  const walk = (rel) => {
+    for (const entry of readdirSync(path.join(dir, rel), { withFileTypes: true }).sort((a, b) => a.name.localeCompare(b.name))) {
+      const child = rel === '' ? entry.name : `${rel}/${entry.name}`;
+      const mode = (statSync(path.join(dir, child)).mode & 0o777).toString(8);
+      if (entry.isDirectory()) {
+        entries.push({ name: `${child}/`, attrs: { mode } });
+        walk(child);
+      } else if (entry.isFile()) entries.push({ name: child, data: readFileSync(path.join(dir, child)), attrs: { mode } });
+      else throw new Error(`unexpected entry in PGlite's data directory: ${child}`);
+    }
+  };
+  walk('');
+  writeFileSync(out, gzipSync(createTar(entries, { attrs: { mtime: 0, uid: 0, gid: 0, user: '', group: '' } }), { level: 9 }));
   const entry = createRequire(import.meta.url).resolve('@electric-sql/pglite');
   const { version } = JSON.parse(readFileSync(path.join(path.dirname(entry), '..', 'package.json'), 'utf8'));
-  process.stdout.write(`dist/pglite-template.tar.gz: the data directory of PGlite ${version}'s initdb\n`);
+  process.stdout.write(`dist/pglite-template.tar.gz: the data directory of PGlite ${version}'s initdb, ${entries.length} entries\n`);
 } finally {
   rmSync(scratch, { recursive: true, force: true });
 }

@@ -224,7 +224,7 @@ export async function withPGlite<T>(
     // The lock made the directory's parent; a new directory is unpacked from the template, or made by PGlite's initdb.
     let isNew: boolean;
     try {
-      ({ db, isNew } = await openEmbedded(dir, await preloadedPGlite()));
+      ({ db, isNew } = await openEmbedded(dir, preloadedPGlite()));
     } catch (cause) {
       if (cause instanceof IdleaseError) throw cause;
       throw new IdleaseError('DB_UNAVAILABLE', `Cannot open the embedded database ${dir}: ${(cause as Error)?.message ?? String(cause)}`, {

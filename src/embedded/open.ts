@@ -21,12 +21,19 @@ export const EMBEDDED_SHARED_BUFFERS = '16MB';
 /**
  * Open an embedded database: a data directory (the caller holds its lock, ./lock.ts) or, with
  * `dir` undefined, one in memory. A database that does not exist yet is made from the shipped
- * template (./template.ts), else by PGlite's initdb.
+ * template (./template.ts), else by PGlite's initdb. `artifacts` may still be compiling
+ * (preload.ts): a new directory is unpacked meanwhile, on the other core.
  */
-export async function openEmbedded(dir: string | undefined, artifacts?: PGliteArtifacts): Promise<OpenedEmbedded> {
-  const { PGlite } = await import('@electric-sql/pglite');
+export async function openEmbedded(
+  dir: string | undefined,
+  artifacts?: PGliteArtifacts | Promise<PGliteArtifacts | undefined>,
+): Promise<OpenedEmbedded> {
+  const archive = templateArchive();
+  const isNew = dir === undefined || !existsSync(path.join(dir, 'PG_VERSION'));
+  const made = dir !== undefined && archive !== undefined ? createFromTemplate(dir, archive) : Promise.resolve(false);
+  const [{ PGlite }, compiled, fromTemplate] = await Promise.all([import('@electric-sql/pglite'), artifacts, made]);
   const options: PGliteOptions = {
-    ...artifacts,
+    ...compiled,
     startParams: [...PGlite.defaultStartParams, '-c', `shared_buffers=${EMBEDDED_SHARED_BUFFERS}`],
   };
   const open = async (extra: PGliteOptions = {}) => {
@@ -34,15 +41,13 @@ export async function openEmbedded(dir: string | undefined, artifacts?: PGliteAr
     await opening.waitReady;
     return opening;
   };
-  const archive = templateArchive();
   if (dir === undefined) {
-    if (archive === undefined) return { db: await open(), isNew: true };
+    if (archive === undefined) return { db: await open(), isNew };
     const loadDataDir = new Blob([await readFile(archive)]);
     // A template the installed PGlite does not open: initdb, as without one.
-    return { db: await open({ loadDataDir }).catch(() => open()), isNew: true };
+    return { db: await open({ loadDataDir }).catch(() => open()), isNew };
   }
-  const isNew = !existsSync(path.join(dir, 'PG_VERSION'));
-  if (archive === undefined || !(await createFromTemplate(dir, archive))) return { db: await open(), isNew };
+  if (!fromTemplate) return { db: await open(), isNew };
   const db = await open().catch(() => {
     // A copy the installed PGlite does not open: nothing was issued from it; make it by initdb.
     discardTemplateCopy(dir);
