@@ -2,9 +2,13 @@
  * Extra database servers for tests that must stop, kill or multiply a server
  * (ticket failover, DB-down recovery). Each lives in its own temp data directory on
  * its own port and is stopped by the test that started it (call `destroy()` in afterAll).
+ * A server whose start fails is destroyed before the error is thrown, and every server still
+ * running when the test process exits is killed then (a suite that failed in beforeAll may never
+ * reach the afterAll that names it). Setup tools (mariadb-install-db, initdb, pg_basebackup) run
+ * with their stderr captured: a failure names the tool's own words and is retried once.
  */
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { appendFileSync, mkdtempSync, rmSync, chownSync, existsSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, chownSync, existsSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import net from 'node:net';
 import path from 'node:path';
@@ -49,6 +53,43 @@ export async function waitForPort(port: number, timeoutMs = 30_000): Promise<voi
   throw new Error(`server on port ${port} did not accept connections within ${timeoutMs} ms`);
 }
 
+/** Servers started by this process and not yet destroyed: killed at exit whatever the suite did. */
+const running = new Set<() => void>();
+process.once('exit', () => {
+  for (const killNow of running) killNow();
+});
+
+/**
+ * Run a setup tool; on failure show its stderr and exit status and try once more (a first
+ * `mariadb-install-db` in a loaded run failed once with nothing shown, and passed alone).
+ * `retry` cleans what the failed attempt left (a half-made data directory) before the second try.
+ */
+export function runTool(file: string, args: readonly string[], retry?: () => void): void {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      execFileSync(file, args, { stdio: ['ignore', 'ignore', 'pipe'], encoding: 'utf8' });
+      return;
+    } catch (e) {
+      const err = e as { status?: number | null; signal?: string | null; stderr?: string };
+      const detail = `${path.basename(file)} ${args.join(' ')} failed (attempt ${attempt} of 2, status ${err.status ?? err.signal ?? '?'}): ${(err.stderr ?? '').trim() || String(e)}`;
+      if (attempt === 2) throw new Error(detail, { cause: e });
+      process.stderr.write(`test servers: ${detail}\ntest servers: retrying once\n`);
+      retry?.();
+    }
+  }
+}
+
+/** Start `inst`; when that fails, destroy it (stop whatever did start, remove its directory) and rethrow. */
+async function startOrDestroy<T extends ServerInstance>(inst: T): Promise<T> {
+  try {
+    await inst.start();
+  } catch (e) {
+    await inst.destroy().catch(() => undefined);
+    throw e;
+  }
+  return inst;
+}
+
 function which(bin: string, candidates: string[]): string {
   for (const c of candidates) if (existsSync(c)) return c;
   throw new Error(`${bin} not found (looked in ${candidates.join(', ')}). Install it: bash scripts/ensure-databases.sh`);
@@ -73,12 +114,25 @@ export async function startMariadb(args: string[] = []): Promise<ServerInstance>
   const installDb = which('mariadb-install-db', ['/usr/bin/mariadb-install-db', '/usr/bin/mysql_install_db']);
   const dir = mkdtempSync(path.join(tmpdir(), 'idlease-mariadb-'));
   const port = await freePort();
-  execFileSync(
-    installDb,
-    ['--no-defaults', `--datadir=${dir}`, '--user=root', '--auth-root-authentication-method=normal', '--skip-test-db'],
-    { stdio: 'ignore' },
-  );
+  try {
+    runTool(
+      installDb,
+      ['--no-defaults', `--datadir=${dir}`, '--user=root', '--auth-root-authentication-method=normal', '--skip-test-db'],
+      () => {
+        rmSync(dir, { recursive: true, force: true });
+        mkdirSync(dir);
+      },
+    );
+  } catch (e) {
+    rmSync(dir, { recursive: true, force: true });
+    throw e;
+  }
   let child: ChildProcess | undefined;
+  const killNow = () => {
+    if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  };
+  running.add(killNow);
   const inst: ServerInstance = {
     url: `mysql://root@127.0.0.1:${port}/test`,
     port,
@@ -100,7 +154,7 @@ export async function startMariadb(args: string[] = []): Promise<ServerInstance>
         { stdio: 'ignore' },
       );
       await waitForPort(port);
-      execFileSync('mariadb', ['-h127.0.0.1', `-P${port}`, '-uroot', '-e', 'CREATE DATABASE IF NOT EXISTS test'], { stdio: 'ignore' });
+      runTool('mariadb', ['-h127.0.0.1', `-P${port}`, '-uroot', '-e', 'CREATE DATABASE IF NOT EXISTS test']);
     },
     async stop() {
       child?.kill('SIGTERM');
@@ -113,10 +167,10 @@ export async function startMariadb(args: string[] = []): Promise<ServerInstance>
     async destroy() {
       await inst.stop();
       rmSync(dir, { recursive: true, force: true });
+      running.delete(killNow);
     },
   };
-  await inst.start();
-  return inst;
+  return startOrDestroy(inst);
 }
 
 /** A new temp directory the server can write: owned by the postgres OS user when we are root (the server runs as it then). */
@@ -169,25 +223,47 @@ export async function startPostgres(options: PostgresOptions = {}): Promise<Post
     asPostgres
       ? execFileSync('runuser', ['-u', 'postgres', '--', path.join(binDir, bin), ...args], { stdio: 'ignore' })
       : execFileSync(path.join(binDir, bin), args, { stdio: 'ignore' });
-  if (options.standbyOf === undefined) run('initdb', ['-D', dir, '-A', 'trust', '-U', 'postgres', '--no-sync']);
-  else
-    run('pg_basebackup', [
-      '-h',
-      '127.0.0.1',
-      '-p',
-      String(options.standbyOf),
-      '-U',
-      'postgres',
-      '-D',
-      dir,
-      '-R',
-      '-X',
-      'stream',
-      '--no-sync',
-    ]);
+  // initdb and pg_basebackup refuse a non-empty directory: empty it (keeping its owner) before a retry.
+  const emptyDir = () => {
+    for (const entry of readdirSync(dir)) rmSync(path.join(dir, entry), { recursive: true, force: true });
+  };
+  const setup = (bin: string, args: string[]) =>
+    asPostgres
+      ? runTool('runuser', ['-u', 'postgres', '--', path.join(binDir, bin), ...args], emptyDir)
+      : runTool(path.join(binDir, bin), args, emptyDir);
+  try {
+    if (options.standbyOf === undefined) setup('initdb', ['-D', dir, '-A', 'trust', '-U', 'postgres', '--no-sync']);
+    else
+      setup('pg_basebackup', [
+        '-h',
+        '127.0.0.1',
+        '-p',
+        String(options.standbyOf),
+        '-U',
+        'postgres',
+        '-D',
+        dir,
+        '-R',
+        '-X',
+        'stream',
+        '--no-sync',
+      ]);
+  } catch (e) {
+    rmSync(dir, { recursive: true, force: true });
+    throw e;
+  }
   if (options.hba) writeFileSync(path.join(dir, 'pg_hba.conf'), options.hba.join('\n') + '\n');
   for (const cidr of options.trustNetworks ?? []) appendFileSync(path.join(dir, 'pg_hba.conf'), `host all all ${cidr} trust\n`);
   let child: ChildProcess | undefined;
+  const killNow = () => {
+    try {
+      run('pg_ctl', ['-D', dir, '-m', 'immediate', '-w', 'stop']);
+    } catch {
+      /* not running */
+    }
+    rmSync(dir, { recursive: true, force: true });
+  };
+  running.add(killNow);
   const inst: PostgresInstance = {
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
     port,
@@ -222,11 +298,11 @@ export async function startPostgres(options: PostgresOptions = {}): Promise<Post
     async destroy() {
       await inst.stop();
       rmSync(dir, { recursive: true, force: true });
+      running.delete(killNow);
     },
     async promote() {
       run('pg_ctl', ['-D', dir, '-w', 'promote']);
     },
   };
-  await inst.start();
-  return inst;
+  return startOrDestroy(inst);
 }

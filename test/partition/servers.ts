@@ -1,6 +1,5 @@
-import { execFileSync } from 'node:child_process';
 import type { PartitionNet } from '../helpers/partition.js';
-import { startMariadb, startPostgres, type ServerInstance } from '../helpers/servers.js';
+import { runTool, startMariadb, startPostgres, type ServerInstance } from '../helpers/servers.js';
 
 export type PartitionFlavor = 'postgres' | 'mysql';
 
@@ -24,6 +23,11 @@ export async function partitionServer(
   }
   const server = await startMariadb([`--bind-address=127.0.0.1,${net.serverAddress}`, ...mariadbArgs]);
   const grant = `CREATE USER IF NOT EXISTS root@'10.%'; GRANT ALL ON *.* TO root@'10.%'`;
-  execFileSync('mariadb', ['-h127.0.0.1', `-P${server.port}`, '-uroot', '-e', grant], { stdio: 'ignore' });
+  try {
+    runTool('mariadb', ['-h127.0.0.1', `-P${server.port}`, '-uroot', '-e', grant]);
+  } catch (e) {
+    await server.destroy(); // the caller never receives it, so its afterAll cannot stop it
+    throw e;
+  }
   return { server, remoteUrl: `mysql://root@${net.serverAddress}:${server.port}/test` };
 }
