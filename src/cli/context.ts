@@ -5,7 +5,7 @@ import type { PGlite } from '@electric-sql/pglite';
 import type { ConnectedKnex } from '../connect.js';
 // knex, knex-pglite and the drivers are imported where a command opens its database, not here:
 // `idlease next` on the embedded default runs on PGlite alone (withPGlite) and never loads them.
-import { DEFAULT_PGLITE_DIR, pgliteTarget, redact } from '../urls.js';
+import { DEFAULT_PGLITE_DIR, pgliteTarget, redact, refuseStrayAt } from '../urls.js';
 import { preloadedPGlite } from '../embedded/preload.js';
 import { openEmbedded } from '../embedded/open.js';
 import { acquireDirectoryLock, DEFAULT_LOCK_TIMEOUT_MS, type DirectoryLock, type LockHolder } from '../embedded/lock.js';
@@ -37,7 +37,10 @@ export function globals(cmd: Command): GlobalOptions {
 
 /** A knex handle for a CLI command: knex's own log lines (stack traces included) only with --verbose. */
 export async function openDatabase(cmd: Command, url: string | undefined, poolMax?: number): Promise<ConnectedKnex> {
-  if (url !== undefined) refuseMysqlWithoutDatabase(url);
+  if (url !== undefined) {
+    refuseStrayAt(url);
+    refuseMysqlWithoutDatabase(url);
+  }
   const dir = pgliteTarget(url)?.dir;
   if (dir !== undefined && !existsSync(path.join(dir, 'PG_VERSION'))) announceNewDatabase(cmd, dir);
   const { connect } = await import('../connect.js');

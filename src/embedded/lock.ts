@@ -203,10 +203,23 @@ const SECRET_OPTIONS = /^--(token|password|secret)/i;
 /**
  * A URL in argv with everything between `//` and its last `@` hidden (user and password): cruder
  * than urls.ts's redact(), on purpose, so that this floor needs no URL parser and no password
- * spelling (unencoded `@` or `/`) survives.
+ * spelling (unencoded `@`, `/`, `?` or `#`) survives. A query parameter whose name, once
+ * percent-decoded (`pass%77ord`), speaks of a password, secret, token or key keeps no value.
  */
 const hideUserinfo = (text: string): string =>
-  text.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^?#]*@/i, '$1***@').replace(/([?&](password\d?|sslpassword)=)[^&]*/gi, '$1***');
+  text
+    .replace(/^([a-z][a-z0-9+.-]*:\/\/).*@/is, '$1***@')
+    .replace(/([?&#;])([^=&#;]*)=([^&#;]*)/g, (whole, sep: string, key: string) =>
+      /pass|secret|token|auth|key/i.test(percentDecoded(key)) ? `${sep}${key}=***` : whole,
+    );
+
+function percentDecoded(text: string): string {
+  try {
+    return decodeURIComponent(text.replaceAll('+', ' '));
+  } catch {
+    return text;
+  }
+}
 
 /** argv fit for the lock file: secret options' values replaced, URLs' user and password hidden. */
 export function scrubArgs(args: readonly string[]): string[] {
