@@ -17,6 +17,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { IdleaseError } from '../errors.js';
 import { SYSTEM_CLOCK } from '../runtime/clock.js';
+import { refuseForeignOwner } from './permissions.js';
 
 // The one call used; the package ships no types. tryLock: an exclusive lock on `fd`, false when another holds it.
 const fsx = createRequire(import.meta.url)('fs-native-extensions') as { tryLock(fd: number): boolean };
@@ -122,8 +123,9 @@ export async function acquireDirectoryLock(dir: string, options: AcquireOptions 
 
 /**
  * Open the lock file without following a symlink (O_NOFOLLOW: `<dir>.lock → victim` would
- * otherwise have the victim truncated and rewritten) and make it the owner's only (0600), also
- * when it was made before with a looser mode: it holds the URL and run secret of a serve.
+ * otherwise have the victim truncated and rewritten), refuse it when another user owns it, and
+ * make it the owner's only (0600), also when it was made before with a looser mode: it holds
+ * the URL and run secret of a serve.
  */
 function openLockFile(file: string): number {
   const nofollow = fs.constants.O_NOFOLLOW ?? 0;
@@ -139,6 +141,8 @@ function openLockFile(file: string): number {
     const stat = fs.fstatSync(fd);
     if (!stat.isFile())
       throw new IdleaseError('BAD_CONFIG', `The lock file ${file} is not a regular file: remove it (idlease makes its own).`);
+    // Its owner could reopen it whatever mode it is given here, and read the run secret.
+    refuseForeignOwner(file, stat, 'The lock file');
     if (process.platform !== 'win32' && (stat.mode & 0o777) !== 0o600) fs.fchmodSync(fd, 0o600);
   } catch (err) {
     fs.closeSync(fd);
