@@ -104,7 +104,8 @@ function isAlive(pid: number): boolean {
 
 /**
  * Take the directory's lock, waiting up to `timeoutMs` for another holder; `DB_LOCKED` names
- * the holder when it does not let go in time. Resolves `undefined` only when `stopWaiting` said so.
+ * the holder when it does not let go in time, and at once when the holder is an `idlease serve`
+ * (it holds the directory until stopped). Resolves `undefined` only when `stopWaiting` said so.
  */
 export async function acquireDirectoryLock(dir: string, options: AcquireOptions = {}): Promise<DirectoryLock | undefined> {
   const file = lockFileOf(dir);
@@ -116,7 +117,8 @@ export async function acquireDirectoryLock(dir: string, options: AcquireOptions 
     if (lock) return lock;
     const holder = readHolder(dir);
     if (options.stopWaiting?.(holder)) return undefined;
-    if (Date.now() >= deadline) throw lockedError(dir, holder, timeoutMs);
+    // A serve holds the directory for as long as it runs: waiting for it only delays the same answer.
+    if (holder?.serve !== undefined || Date.now() >= deadline) throw lockedError(dir, holder, timeoutMs);
     await SYSTEM_CLOCK.sleep(POLL_MS + Math.random() * POLL_MS);
   }
 }
@@ -254,9 +256,9 @@ function lockedError(dir: string, holder: LockHolder | undefined, timeoutMs: num
     return new IdleaseError(
       'DB_LOCKED',
       `The embedded database ${dir} is held by idlease serve (process ${holder.pid}, ${holder.serve.url}, since ${holder.since}). ` +
-        '`idlease next` draws through it; for this command stop the server first (kill -TERM ' +
+        '`idlease next` draws through it; this command needs the database itself: stop the server (kill -TERM ' +
         holder.pid +
-        ') and rerun.',
+        ') and rerun, or run both on a MySQL/PostgreSQL server (--url).',
     );
   }
   const who = holder ? `process ${holder.pid} (${JSON.stringify(holder.command)}, since ${holder.since})` : 'another process';
