@@ -50,7 +50,7 @@ export async function openEmbedded(
     return { db: await open({ loadDataDir }).catch(() => open()), isNew };
   }
   // A directory someone made before (mkdir -p, a volume) is closed to others before PGlite writes into it.
-  tightenDataDir(dir, false);
+  const wasOpen = tightenDataDir(dir, false);
   const db = !fromTemplate
     ? await open()
     : await open().catch(() => {
@@ -59,8 +59,10 @@ export async function openEmbedded(
         return open();
       });
   try {
-    // What initdb wrote (0666) and whatever was loosened since: the owner's only, on every open.
-    tightenDataDir(dir, true);
+    // What initdb wrote (0666), or anything in a directory that was open to others: the owner's
+    // only. A directory that was 0700 kept everyone else out, whatever the modes inside
+    // (PGlite writes new WAL segments 0666 too): then the ~1,000 entries are not walked again.
+    tightenDataDir(dir, isNew || wasOpen);
   } catch (err) {
     await db.close();
     throw err;

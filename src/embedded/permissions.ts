@@ -2,9 +2,10 @@
  * An embedded database is its owner's only. PGlite's initdb (WASM, Emscripten's NODEFS) writes
  * its files 0666 whatever the umask, and a data directory made before the first run (`mkdir -p`,
  * a Docker or Kubernetes volume) skips the template, which is unpacked 0700/0600: another local
- * user could then overwrite `global/pg_control` or the WAL and make IDs repeat. So the
- * directory is made 0700 and everything in it 0600 (directories 0700) after it is made and on
- * every open, and a lock file that another user owns is refused: that user could chmod it back
+ * user could then overwrite `global/pg_control` or the WAL and make IDs repeat. So on every
+ * open the directory is made 0700, and everything in it 0600 (directories 0700) when it is new
+ * or was found open to others (inside a 0700 directory no one else reaches a file, whatever
+ * its mode, and a walk of ~1,000 entries costs a warm `next` tens of ms); a lock file that another user owns is refused: that user could chmod it back
  * and read the run secret a serve writes into it.
  */
 import fs from 'node:fs';
@@ -43,15 +44,15 @@ export function refuseForeignOwner(file: string, stat: fs.Stats, what: string): 
 
 /**
  * Make `dir` 0700 and, with `deep`, every directory in it 0700 and every file 0600 (symbolic
- * links are left alone, never followed). Only what is looser is changed, so a tight directory
- * costs one lstat per entry (~1,000 entries, a few ms). A directory this user cannot chmod
- * (another user's) is BAD_CONFIG naming its owner.
+ * links are left alone, never followed). Only what is looser is changed. A directory this user
+ * cannot chmod (another user's) is BAD_CONFIG naming its owner. True when `dir` itself was open
+ * to others: then what is inside may have been reached, and the caller goes deep.
  */
-export function tightenDataDir(dir: string, deep: boolean): void {
-  if (!POSIX) return;
-  const tighten = (p: string, stat: fs.Stats): void => {
+export function tightenDataDir(dir: string, deep: boolean): boolean {
+  if (!POSIX) return false;
+  const tighten = (p: string, stat: fs.Stats): boolean => {
     const wanted = stat.isDirectory() ? 0o700 : 0o600;
-    if ((stat.mode & 0o777 & ~wanted) === 0) return;
+    if ((stat.mode & 0o777 & ~wanted) === 0) return false;
     try {
       fs.chmodSync(p, stat.mode & 0o777 & wanted);
     } catch (err) {
@@ -59,16 +60,17 @@ export function tightenDataDir(dir: string, deep: boolean): void {
       refuseForeignOwner(p, stat, 'The embedded database file');
       throw err;
     }
+    return true;
   };
   let top: fs.Stats;
   try {
     top = fs.lstatSync(dir);
   } catch {
-    return; // not made yet: PGlite or the template makes it, and the next call tightens it
+    return false; // not made yet: PGlite or the template makes it, and the next call tightens it
   }
-  if (!top.isDirectory()) return; // PGlite says what is wrong with it
-  tighten(dir, top);
-  if (!deep) return;
+  if (!top.isDirectory()) return false; // PGlite says what is wrong with it
+  const wasOpen = tighten(dir, top);
+  if (!deep) return wasOpen;
   const walk = (at: string): void => {
     for (const entry of fs.readdirSync(at, { withFileTypes: true })) {
       if (entry.isSymbolicLink()) continue;
@@ -78,4 +80,5 @@ export function tightenDataDir(dir: string, deep: boolean): void {
     }
   };
   walk(dir);
+  return wasOpen;
 }
