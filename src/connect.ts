@@ -6,7 +6,7 @@ import type { Knex } from 'knex';
 import { embeddedKnexConfig, type EmbeddedConnection } from './embedded/client.js';
 import { DEFAULT_LOCK_TIMEOUT_MS } from './embedded/lock.js';
 import { IdleaseError } from './errors.js';
-import { DEFAULT_PGLITE_DIR, pgliteTarget, redact } from './urls.js';
+import { DEFAULT_PGLITE_DIR, pgliteTarget, redact, refuseStrayAt } from './urls.js';
 
 export { DEFAULT_PGLITE_DIR, pgliteTarget, redact };
 
@@ -114,6 +114,8 @@ function driverConfig(url: string | undefined, options: ConnectOptions): Knex.Co
       'The database URL is empty. Give mysql://…, postgres://… or pglite:<dir>, or pass no URL for the embedded PGlite in ./.idlease/.',
     );
   }
+  // Before any driver reads it: a driver would connect to a piece of the password and quote it.
+  if (url !== undefined) refuseStrayAt(url);
   const embedded = pgliteTarget(url);
   if (embedded) return embeddedConfig({ dir: embedded.dir, lockTimeoutMs: options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS });
   const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(url as string)?.[1]?.toLowerCase();

@@ -32,23 +32,58 @@ export function pgliteTarget(url: string | undefined): { dir: string | undefined
 const SECRET_PARAMS = /^(password\d?|sslpassword|passphrase|token|auth)$/i;
 
 /**
+ * The `@`s of a URL after its scheme, and whether the parser the drivers use reads exactly
+ * one of them as the end of a user and password. Any other `@` (a second one, or one the parser
+ * leaves in the path, query or fragment) means a password typed unencoded: `u:ab@c/de@host`
+ * connects to host `c`, `admin:1234?pw@host` to host `admin` port 1234, and the driver's own
+ * errors then quote a piece of the password (`getaddrinfo ENOTFOUND c`).
+ */
+function strayAt(url: string): boolean {
+  const start = /^[a-z][a-z0-9+.-]*:(\/\/)?/i.exec(url)?.[0].length ?? 0;
+  const ats = url.slice(start).split('@').length - 1;
+  if (ats === 0) return false;
+  if (ats > 1) return true;
+  try {
+    const parsed = new URL(url);
+    return (parsed.pathname + parsed.search + parsed.hash).includes('@');
+  } catch {
+    return true;
+  }
+}
+
+/**
+ * Refuse, before any connection, a URL whose user and password the drivers would not read as
+ * typed (see strayAt): BAD_CONFIG showing only what follows its last `@`. Redis URLs and
+ * pglite: pass.
+ */
+export function refuseStrayAt(url: string, what = 'database URL'): void {
+  if (/^pglite:/i.test(url) || !strayAt(url)) return;
+  throw new IdleaseError(
+    'BAD_CONFIG',
+    `The ${what} ${redact(url)} holds an @ that is not the one between password and host (a password typed unencoded): ` +
+      'percent-encode the password: @ as %40, / as %2F, ? as %3F, # as %23, : as %3A, % as %25 ' +
+      '(e.g. node -p "encodeURIComponent(process.argv[1])" \'<password>\').',
+  );
+}
+
+/**
  * A URL fit for messages, logs and files: the password (and any secret query parameter)
  * replaced by `***`. It reads the URL with the parser the drivers read it with (WHATWG `URL`:
- * pg-connection-string, mysql2's `uri` and node-redis all use it), so a password holding `@`,
- * `:`, `/` or `%` is found where the driver finds it. A URL that parser refuses shows its
- * scheme and what follows its last `@`, never what precedes it: no driver connects with such
- * a URL, yet it may still hold a password typed unencoded.
+ * pg-connection-string, mysql2's `uri` and node-redis all use it), so a password holding an
+ * encoded `@`, `:`, `/` or `%` is found where the driver finds it. A URL that parser refuses,
+ * or one with an `@` it does not read as the end of the password (`u:12?pw@h`, `u::?pw@h`,
+ * `u:a@b/c@h`: a password typed unencoded), shows its scheme and what follows its last `@`,
+ * never what precedes it: such a URL may hold a password whatever the parser makes of it.
  */
 export function redact(url: string): string {
-  if (url.startsWith('pglite:')) return url;
+  if (/^pglite:/i.test(url)) return url;
   let parsed: URL | undefined;
   try {
-    parsed = new URL(url);
+    parsed = strayAt(url) ? undefined : new URL(url);
   } catch {
     parsed = undefined;
   }
-  // `u:12/pw@h` parses as host u, port 12 and a path holding the rest: hide it as unparseable.
-  if (parsed === undefined || (parsed.pathname + parsed.hash).includes('@')) {
+  if (parsed === undefined) {
     const scheme = /^[a-z][a-z0-9+.-]*:(\/\/)?/i.exec(url)?.[0] ?? '';
     const at = url.lastIndexOf('@');
     if (at < 0) return url.includes('?') ? `${url.slice(0, url.indexOf('?'))}?***` : url;

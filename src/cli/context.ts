@@ -5,13 +5,14 @@ import type { PGlite } from '@electric-sql/pglite';
 import type { ConnectedKnex } from '../connect.js';
 // knex, knex-pglite and the drivers are imported where a command opens its database, not here:
 // `idlease next` on the embedded default runs on PGlite alone (withPGlite) and never loads them.
-import { DEFAULT_PGLITE_DIR, pgliteTarget, redact } from '../urls.js';
+import { DEFAULT_PGLITE_DIR, pgliteTarget, redact, refuseStrayAt } from '../urls.js';
 import { preloadedPGlite } from '../embedded/preload.js';
 import { openEmbedded } from '../embedded/open.js';
 import { acquireDirectoryLock, DEFAULT_LOCK_TIMEOUT_MS, type DirectoryLock, type LockHolder } from '../embedded/lock.js';
 import { connectionErrorWithin, connectionProblem, describeConnectionProblem, isConfigProblem } from '../dialects/connection-errors.js';
 import { knexExecutor, type KnexLike } from '../drivers/knex.js';
 import { IdleaseError } from '../errors.js';
+import { shellWord } from '../shell.js';
 import { settlesWithin } from '../runtime/deadline.js';
 import { isForeignProtocolAnswer, postgresAnswersAt, wrongServerMessage } from './wrong-server.js';
 
@@ -37,11 +38,44 @@ export function globals(cmd: Command): GlobalOptions {
 
 /** A knex handle for a CLI command: knex's own log lines (stack traces included) only with --verbose. */
 export async function openDatabase(cmd: Command, url: string | undefined, poolMax?: number): Promise<ConnectedKnex> {
-  if (url !== undefined) refuseMysqlWithoutDatabase(url);
+  if (url !== undefined) {
+    refuseStrayAt(url);
+    refuseMysqlWithoutDatabase(url);
+  } else refuseSecondDefault(cmd, DEFAULT_PGLITE_DIR);
   const dir = pgliteTarget(url)?.dir;
   if (dir !== undefined && !existsSync(path.join(dir, 'PG_VERSION'))) announceNewDatabase(cmd, dir);
   const { connect } = await import('../connect.js');
   return connect(url, { poolMax, connectTimeoutMs: waitMs(cmd), log: cliLog(cmd), lockTimeoutMs: globals(cmd).lockWait });
+}
+
+/**
+ * The embedded default is `./.idlease/` in the directory idlease runs in. Run from a
+ * subdirectory of a project (`cd src && npx idlease next order`) it would silently make a second
+ * database whose IDs start at 1 again and repeat the project's. So when no URL is given, there is
+ * no database here yet, and the project above holds one — looked for up to the project's root,
+ * the nearest directory above with a package.json or .git, never beyond — the command is refused
+ * (BAD_CONFIG) naming it: run from there, or name a directory with --url. Outside a project
+ * nothing is looked for.
+ */
+export function refuseSecondDefault(cmd: Command, dir: string, cwd = process.cwd()): void {
+  if (targetUrl(cmd) !== undefined || path.resolve(dir) !== path.resolve(cwd, DEFAULT_PGLITE_DIR)) return;
+  if (existsSync(path.join(cwd, DEFAULT_PGLITE_DIR, 'PG_VERSION'))) return;
+  const isRoot = (at: string) => existsSync(path.join(at, 'package.json')) || existsSync(path.join(at, '.git'));
+  if (isRoot(cwd)) return;
+  const ancestors: string[] = [];
+  for (let at = path.dirname(cwd); ; at = path.dirname(at)) {
+    ancestors.push(at);
+    if (isRoot(at)) break;
+    if (path.dirname(at) === at) return; // not inside a project
+  }
+  const found = ancestors.find((at) => existsSync(path.join(at, DEFAULT_PGLITE_DIR, 'PG_VERSION')));
+  if (found === undefined) return;
+  const theirs = path.join(found, DEFAULT_PGLITE_DIR);
+  throw new IdleaseError(
+    'BAD_CONFIG',
+    `There is no embedded database in ./${DEFAULT_PGLITE_DIR}/ here, but the project's is in ${theirs}/: a new one here would repeat its IDs. ` +
+      `Run idlease from ${found}, or name it: --url ${shellWord(`pglite:${theirs}`)} (a new one here: --url pglite:${DEFAULT_PGLITE_DIR}).`,
+  );
 }
 
 /**
@@ -215,6 +249,7 @@ export async function withPGlite<T>(
   fn: (session: EmbeddedSession) => Promise<T>,
   options: WithKnexOptions<T> = {},
 ): Promise<T> {
+  refuseSecondDefault(cmd, dir);
   const held = await lockEmbedded(cmd, dir, options.viaServe !== undefined);
   if (!held.lock) return options.viaServe!(held.serve!);
   const lock = held.lock;

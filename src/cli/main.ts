@@ -182,7 +182,16 @@ export function exitCodeOf(err: IdleaseError): number {
 const shownErrors = new WeakSet<Command>();
 
 function parseErrorLine(commanderMessage: string): string {
-  return `idlease: BAD_ARGUMENT: ${oneLine(commanderMessage.replace(/^error: /, ''))} (see idlease --help)\n`;
+  return `idlease: BAD_ARGUMENT: ${oneLine(withoutSecrets(commanderMessage.replace(/^error: /, '')))} (see idlease --help)\n`;
+}
+
+/**
+ * commander quotes what it did not understand: `unknown option '--urll=postgres://u:pw@h/db'`.
+ * The value of an unknown `--name=value` is never shown (its name is enough to fix a typo, and
+ * it may be a URL or a token), and any other URL it quotes (an unknown command) is redacted.
+ */
+export function withoutSecrets(message: string): string {
+  return message.replace(/('-{1,2}[\w-]+)=.*?'(?=\s*(\(|$))/s, "$1=…'").replace(/[a-z][a-z0-9+.-]*:\/\/[^\s']*/gi, (url) => redact(url));
 }
 
 function oneLine(text: string): string {

@@ -50,7 +50,7 @@ export async function drawThroughServe(serve: ServeAddress, request: DrawRequest
         { cause },
       );
     }
-    const body = (await res.json().catch(() => ({}))) as { ids?: string[]; code?: string; message?: string };
+    const body = (await res.json().catch(() => ({}))) as { ids?: unknown[]; code?: string; message?: string };
     if (!res.ok || !Array.isArray(body.ids)) {
       // The server's own HTTP codes (SHUTTING_DOWN, UNAUTHORIZED) are the server being unavailable to this command.
       const code: IdleaseErrorCode =
@@ -60,7 +60,35 @@ export async function drawThroughServe(serve: ServeAddress, request: DrawRequest
         `${body.code && !(body.code in ERROR_CATEGORIES) ? `${body.code}: ` : ''}${body.message ?? `HTTP ${res.status}`} (from idlease serve at ${serve.url}, which holds the embedded database)`,
       );
     }
-    for (const id of body.ids) ids.push(BigInt(id));
+    checkAnswer(serve, body.ids, n, ids.at(-1));
+    for (const id of body.ids) ids.push(BigInt(id as string));
   }
   return ids;
+}
+
+const MAX_ID = (1n << 63n) - 1n;
+
+/**
+ * What a holder answers is checked before it is printed: whoever holds the lock file could be
+ * anything listening on that port (a stale file, another user's process). Segment IDs from one
+ * server come from its one allocator, strictly increasing, so a call's IDs — across its batches —
+ * are positive 64-bit integers, `n` per request, each above the one before; anything else is
+ * INVARIANT and nothing is printed.
+ */
+function checkAnswer(serve: ServeAddress, answer: unknown[], n: number, before: bigint | undefined): void {
+  const wrong = (why: string) =>
+    new IdleaseError(
+      'INVARIANT',
+      `idlease serve at ${serve.url}, which holds the embedded database, answered IDs that cannot be right (${why}); none are printed. ` +
+        'Check what runs at that address (the lock file names its process), stop it, and rerun.',
+    );
+  if (answer.length !== n) throw wrong(`${answer.length} IDs for n=${n}`);
+  let last = before;
+  for (const text of answer) {
+    if (typeof text !== 'string' || !/^[1-9]\d{0,18}$/.test(text) || BigInt(text) > MAX_ID)
+      throw wrong(`${JSON.stringify(text)} is not an ID`);
+    const id = BigInt(text);
+    if (last !== undefined && id <= last) throw wrong(`${id} after ${last}: repeated or out of order`);
+    last = id;
+  }
 }

@@ -17,6 +17,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { IdleaseError } from '../errors.js';
 import { SYSTEM_CLOCK } from '../runtime/clock.js';
+import { refuseForeignOwner } from './permissions.js';
 
 // The one call used; the package ships no types. tryLock: an exclusive lock on `fd`, false when another holds it.
 const fsx = createRequire(import.meta.url)('fs-native-extensions') as { tryLock(fd: number): boolean };
@@ -103,7 +104,8 @@ function isAlive(pid: number): boolean {
 
 /**
  * Take the directory's lock, waiting up to `timeoutMs` for another holder; `DB_LOCKED` names
- * the holder when it does not let go in time. Resolves `undefined` only when `stopWaiting` said so.
+ * the holder when it does not let go in time, and at once when the holder is an `idlease serve`
+ * (it holds the directory until stopped). Resolves `undefined` only when `stopWaiting` said so.
  */
 export async function acquireDirectoryLock(dir: string, options: AcquireOptions = {}): Promise<DirectoryLock | undefined> {
   const file = lockFileOf(dir);
@@ -115,15 +117,17 @@ export async function acquireDirectoryLock(dir: string, options: AcquireOptions 
     if (lock) return lock;
     const holder = readHolder(dir);
     if (options.stopWaiting?.(holder)) return undefined;
-    if (Date.now() >= deadline) throw lockedError(dir, holder, timeoutMs);
+    // A serve holds the directory for as long as it runs: waiting for it only delays the same answer.
+    if (holder?.serve !== undefined || Date.now() >= deadline) throw lockedError(dir, holder, timeoutMs);
     await SYSTEM_CLOCK.sleep(POLL_MS + Math.random() * POLL_MS);
   }
 }
 
 /**
  * Open the lock file without following a symlink (O_NOFOLLOW: `<dir>.lock → victim` would
- * otherwise have the victim truncated and rewritten) and make it the owner's only (0600), also
- * when it was made before with a looser mode: it holds the URL and run secret of a serve.
+ * otherwise have the victim truncated and rewritten), refuse it when another user owns it, and
+ * make it the owner's only (0600), also when it was made before with a looser mode: it holds
+ * the URL and run secret of a serve.
  */
 function openLockFile(file: string): number {
   const nofollow = fs.constants.O_NOFOLLOW ?? 0;
@@ -139,6 +143,8 @@ function openLockFile(file: string): number {
     const stat = fs.fstatSync(fd);
     if (!stat.isFile())
       throw new IdleaseError('BAD_CONFIG', `The lock file ${file} is not a regular file: remove it (idlease makes its own).`);
+    // Its owner could reopen it whatever mode it is given here, and read the run secret.
+    refuseForeignOwner(file, stat, 'The lock file');
     if (process.platform !== 'win32' && (stat.mode & 0o777) !== 0o600) fs.fchmodSync(fd, 0o600);
   } catch (err) {
     fs.closeSync(fd);
@@ -203,10 +209,23 @@ const SECRET_OPTIONS = /^--(token|password|secret)/i;
 /**
  * A URL in argv with everything between `//` and its last `@` hidden (user and password): cruder
  * than urls.ts's redact(), on purpose, so that this floor needs no URL parser and no password
- * spelling (unencoded `@` or `/`) survives.
+ * spelling (unencoded `@`, `/`, `?` or `#`) survives. A query parameter whose name, once
+ * percent-decoded (`pass%77ord`), speaks of a password, secret, token or key keeps no value.
  */
 const hideUserinfo = (text: string): string =>
-  text.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^?#]*@/i, '$1***@').replace(/([?&](password\d?|sslpassword)=)[^&]*/gi, '$1***');
+  text
+    .replace(/^([a-z][a-z0-9+.-]*:\/\/).*@/is, '$1***@')
+    .replace(/([?&#;])([^=&#;]*)=([^&#;]*)/g, (whole, sep: string, key: string) =>
+      /pass|secret|token|auth|key/i.test(percentDecoded(key)) ? `${sep}${key}=***` : whole,
+    );
+
+function percentDecoded(text: string): string {
+  try {
+    return decodeURIComponent(text.replaceAll('+', ' '));
+  } catch {
+    return text;
+  }
+}
 
 /** argv fit for the lock file: secret options' values replaced, URLs' user and password hidden. */
 export function scrubArgs(args: readonly string[]): string[] {
@@ -237,9 +256,9 @@ function lockedError(dir: string, holder: LockHolder | undefined, timeoutMs: num
     return new IdleaseError(
       'DB_LOCKED',
       `The embedded database ${dir} is held by idlease serve (process ${holder.pid}, ${holder.serve.url}, since ${holder.since}). ` +
-        '`idlease next` draws through it; for this command stop the server first (kill -TERM ' +
+        '`idlease next` draws through it; this command needs the database itself: stop the server (kill -TERM ' +
         holder.pid +
-        ') and rerun.',
+        ') and rerun, or run both on a MySQL/PostgreSQL server (--url).',
     );
   }
   const who = holder ? `process ${holder.pid} (${JSON.stringify(holder.command)}, since ${holder.since})` : 'another process';

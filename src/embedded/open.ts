@@ -3,6 +3,7 @@ import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { PGliteArtifacts } from './preload.js';
+import { tightenDataDir } from './permissions.js';
 import { createFromTemplate, discardTemplateCopy, templateArchive } from './template.js';
 
 export interface OpenedEmbedded {
@@ -22,7 +23,8 @@ export const EMBEDDED_SHARED_BUFFERS = '16MB';
  * Open an embedded database: a data directory (the caller holds its lock, ./lock.ts) or, with
  * `dir` undefined, one in memory. A database that does not exist yet is made from the shipped
  * template (./template.ts), else by PGlite's initdb. `artifacts` may still be compiling
- * (preload.ts): a new directory is unpacked meanwhile, on the other core.
+ * (preload.ts): a new directory is unpacked meanwhile, on the other core. The directory and
+ * everything in it are the owner's only once open (./permissions.ts).
  */
 export async function openEmbedded(
   dir: string | undefined,
@@ -47,11 +49,23 @@ export async function openEmbedded(
     // A template the installed PGlite does not open: initdb, as without one.
     return { db: await open({ loadDataDir }).catch(() => open()), isNew };
   }
-  if (!fromTemplate) return { db: await open(), isNew };
-  const db = await open().catch(() => {
-    // A copy the installed PGlite does not open: nothing was issued from it; make it by initdb.
-    discardTemplateCopy(dir);
-    return open();
-  });
+  // A directory someone made before (mkdir -p, a volume) is closed to others before PGlite writes into it.
+  const wasOpen = tightenDataDir(dir, false);
+  const db = !fromTemplate
+    ? await open()
+    : await open().catch(() => {
+        // A copy the installed PGlite does not open: nothing was issued from it; make it by initdb.
+        discardTemplateCopy(dir);
+        return open();
+      });
+  try {
+    // What initdb wrote (0666), or anything in a directory that was open to others: the owner's
+    // only. A directory that was 0700 kept everyone else out, whatever the modes inside
+    // (PGlite writes new WAL segments 0666 too): then the ~1,000 entries are not walked again.
+    tightenDataDir(dir, isNew || wasOpen);
+  } catch (err) {
+    await db.close();
+    throw err;
+  }
   return { db, isNew };
 }

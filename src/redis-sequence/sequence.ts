@@ -142,6 +142,7 @@ class RedisSequenceImpl implements RedisSequence {
 
   stats(): RedisSequenceStats {
     return Object.freeze({
+      kind: 'redis',
       tag: this.tag,
       key: this.options.key,
       served: this.served,

@@ -2,6 +2,8 @@ import type { ConnectionProblem } from '../dialects/connection-errors.js';
 
 /** What a metrics exporter reads from `sequence.stats()`: a frozen snapshot. */
 export interface RedisSequenceStats {
+  /** Which allocator made this snapshot: metrics/ picks the allocator's table by it. */
+  readonly kind: 'redis';
   readonly tag: string;
   /** The Redis key of the tag. */
   readonly key: string;

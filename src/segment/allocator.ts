@@ -144,6 +144,7 @@ class SegmentAllocatorImpl implements SegmentAllocator {
     let remaining = this.limit >= this.cursor ? this.limit - this.cursor + 1n : 0n;
     if (this.spare && !this.closing) remaining += this.spare.end - this.spare.start + 1n;
     return Object.freeze({
+      kind: 'segment',
       tag: this.tag,
       leases: this.leases,
       leaseErrors: this.leaseErrors,

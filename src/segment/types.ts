@@ -10,6 +10,8 @@ export const SEGMENT_LEASE_RETRIED: readonly IdleaseErrorCode[] = Object.freeze(
 
 /** What a metrics exporter reads from `allocator.stats()`: a frozen snapshot. */
 export interface SegmentStats {
+  /** Which allocator made this snapshot: metrics/ picks the allocator's table by it. */
+  readonly kind: 'segment';
   readonly tag: string;
   /** Successful leases (database round trips that moved max_id). */
   readonly leases: number;

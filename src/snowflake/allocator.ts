@@ -423,6 +423,7 @@ class SnowflakeAllocatorImpl implements SnowflakeAllocator {
     const clock = this.options.clock;
     const lastMs = this.layout.epochMs + this.lastTime * this.layout.timeUnitMs;
     return Object.freeze({
+      kind: 'snowflake',
       group: this.group,
       workerId: lease?.workerId,
       issued: this.issued,

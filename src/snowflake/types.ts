@@ -23,6 +23,8 @@ export type SnowflakeEvent =
   | { readonly type: 'released'; readonly workerId: number };
 
 export interface SnowflakeStats {
+  /** Which allocator made this snapshot: metrics/ picks the allocator's table by it. */
+  readonly kind: 'snowflake';
   readonly group: string;
   /** Current worker id, undefined while none is held. */
   readonly workerId: number | undefined;

@@ -111,7 +111,7 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
     },
     stats(): TicketStats {
       const perServer = servers.map((s) => Object.freeze({ ...counters(s), served: s.served, lastErrorAt: s.health.lastErrorAt }));
-      return Object.freeze({ served, timeouts, closed, servers: Object.freeze(perServer) });
+      return Object.freeze({ kind: 'ticket', served, timeouts, closed, servers: Object.freeze(perServer) });
     },
     onEvent(listener: (event: TicketEvent) => void): () => void {
       if (typeof listener !== 'function')

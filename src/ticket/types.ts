@@ -69,6 +69,8 @@ export type TicketServerHealth = 'up' | 'down' | 'refused';
 
 /** A cheap frozen snapshot for metrics: no database round trip (status() asks the servers). */
 export interface TicketStats {
+  /** Which allocator made this snapshot: metrics/ picks the allocator's table by it. */
+  readonly kind: 'ticket';
   /** IDs handed out by this allocator. */
   readonly served: number;
   /** Calls that failed with DB_UNAVAILABLE after timeoutMs. */

@@ -54,3 +54,16 @@ it('the command field keeps no token or URL password from argv', () => {
   expect(text).toContain('/etc/idlease/token');
   expect(text).toContain('mysql://***@db/app');
 });
+
+it('the command field keeps no password typed with ?, # or a percent-escaped parameter name', () => {
+  const text = scrubArgs([
+    '--url',
+    'mysql://u:hun?ter2@db/app',
+    '--url=postgres://u:hun#ter3@h/db',
+    'postgres://u@h/db?pass%77ord=hunter4&sslmode=require',
+    'mysql://u@h/db?sslpassword=hunter5',
+  ]).join(' ');
+  expect(text).not.toMatch(/hun|ter[2-5]/);
+  expect(text).toContain('mysql://***@db/app');
+  expect(text).toContain('sslmode=require');
+});

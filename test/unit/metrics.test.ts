@@ -2,6 +2,11 @@
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { collectMetrics } from '../../src/metrics/index.js';
+import { redisMetrics } from '../../src/metrics/redis.js';
+import { segmentMetrics } from '../../src/metrics/segment.js';
+import { snowflakeMetrics } from '../../src/metrics/snowflake.js';
+import type { KindMetrics } from '../../src/metrics/table.js';
+import { ticketMetrics } from '../../src/metrics/ticket.js';
 import { createSegmentAllocator } from '../../src/segment/index.js';
 import { createSnowflakeAllocator } from '../../src/snowflake/index.js';
 import { MemoryStore } from './segment-memory-store.js';
@@ -105,6 +110,32 @@ describe('collectMetrics (prom-client)', () => {
     await clock.settle(a.next());
     expect(await sample(registry, 'idlease_snowflake_failover_waits_total', { group: 'api' })).toBe(1);
     await clock.settle(a.close());
+  });
+
+  it("each kind's families are the rows of its own table, picked by the kind stats() carry", async () => {
+    const kinds: Array<[string, KindMetrics<never, unknown>]> = [
+      ['segment', segmentMetrics],
+      ['ticket', ticketMetrics],
+      ['snowflake', snowflakeMetrics],
+      ['redis', redisMetrics],
+    ];
+    for (const [kind, metrics] of kinds) {
+      const names = metrics.tables(metrics.instruments(new Registry())).flatMap((t) => t.rows.map(([name]) => name));
+      expect(names.length, kind).toBeGreaterThan(0);
+      for (const name of names) expect(name, kind).toMatch(new RegExp(`^idlease_${kind}_`));
+    }
+    const store = new MemoryStore();
+    store.rows.set('order', { maxId: 0n, step: 10 });
+    const a = createSegmentAllocator({ store, tag: 'order', minStep: 10, maxStep: 10 });
+    expect(a.stats().kind).toBe('segment');
+    const registry = new Registry();
+    collectMetrics(registry, a);
+    expect(await sample(registry, 'idlease_segment_ids_served_total', { tag: 'order' })).toBe(0);
+    expect(await sample(registry, 'idlease_redis_ids_served_total', { tag: 'order' })).toBeUndefined();
+    // A look-alike whose stats() name another kind is not guessed at from its shape.
+    expect(() => collectMetrics(registry, { tag: 'x', nextBatch() {}, stats: () => ({ kind: 'other', reseeds: 0 }) } as never)).toThrow(
+      expect.objectContaining({ code: 'BAD_ARGUMENT' }),
+    );
   });
 
   it('rejects what is not a registry or an allocator with BAD_ARGUMENT', () => {
