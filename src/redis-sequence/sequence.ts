@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { IdleaseError, isRetryable } from '../errors.js';
 import { Emitter } from '../runtime/events.js';
 import { BackgroundTask } from '../runtime/task.js';
-import { settlesWithin, within } from '../runtime/deadline.js';
+import { settlesWithin, Timeout, within } from '../runtime/deadline.js';
 import { wakeableSleep, type WakeableSleep } from '../runtime/clock.js';
 import { backoffMs } from '../runtime/backoff.js';
 import { leaseErrorEvent, SegmentLeaser } from '../segment/lease.js';
@@ -259,6 +259,9 @@ class RedisSequenceImpl implements RedisSequence {
           this.fatal = err;
           throw err;
         }
+        // A call cut short by this caller's own deadline (its bound was what was left of the wait)
+        // says nothing about Redis: the wait ends as it would have, blamed on what it waited for.
+        if (err instanceof Timeout && left < this.options.commandTimeoutMs) continue;
         this.redisErrors++;
         this.lastError = err;
         this.redisFailure = err;
