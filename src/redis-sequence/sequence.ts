@@ -82,10 +82,8 @@ class RedisSequenceImpl implements RedisSequence {
     this.events = new Emitter(options.onEvent);
     this.rule = new SegmentLeaser(options, {
       creator: 'createRedisSequence',
-      regression: (r) => {
-        this.regressions++;
-        this.emit({ type: 'regression', tag: this.tag, start: r.start, end: r.end, redisHigh: r.previousEnd, maxId: r.raisedTo });
-      },
+      // The key's high-water mark refuses a window below any process's (windowStep, 'low').
+      regressions: 'caller',
     });
     this.windowTask = new BackgroundTask({
       wanted: () => this.electedBy !== undefined && !this.closing && this.fatal === undefined,
@@ -453,10 +451,7 @@ class RedisSequenceImpl implements RedisSequence {
   /** The row's CAS give-back: only if nobody leased after `w`, otherwise `w` stays a gap. */
   private async giveBack(w: Window): Promise<boolean> {
     const ok = await this.options.store.giveBack(this.tag, w.end, w.base).catch(() => false);
-    if (ok) {
-      this.givenBack += BigInt(w.size);
-      this.rule.returned(w.end, w.base);
-    }
+    if (ok) this.givenBack += BigInt(w.size);
     this.emit({ type: 'give-back', tag: this.tag, from: w.end, to: w.base, ok });
     return ok;
   }

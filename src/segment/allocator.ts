@@ -86,6 +86,7 @@ class SegmentAllocatorImpl implements SegmentAllocator {
     this.events = new Emitter(options.onEvent);
     this.rule = new SegmentLeaser(options, {
       creator: 'createSegmentAllocator',
+      regressions: 'rule',
       regression: (r) => {
         this.regressions++;
         this.emit({ type: 'regression', tag: this.tag, ...r });

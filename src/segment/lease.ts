@@ -40,6 +40,13 @@ export interface LeaseRuleOptions {
 export interface LeaseRuleHooks {
   /** Who leases: named in UNKNOWN_TAG's fix ("pass create: … to createSegmentAllocator"). */
   readonly creator: string;
+  /**
+   * Who refuses a lease that comes back below an earlier one. 'rule' (the segment allocator): its
+   * own leases are all the process knows, so the rule compares with them, pushes the row back up
+   * and raises INVARIANT. 'caller' (the Redis sequence): the key's high-water mark knows every
+   * process's windows, a stronger check the sequence makes when it installs; the rule leaves it there.
+   */
+  readonly regressions: 'rule' | 'caller';
   /** The row was below this process's previous lease; the range was not handed out and the row was pushed to `raisedTo`. */
   readonly regression?: (r: { start: bigint; end: bigint; previousEnd: bigint; raisedTo: bigint }) => void;
   /** This lease was the first on a new database instance: the row jumped from `rowWas` past `gap`. */
@@ -106,14 +113,6 @@ export class SegmentLeaser {
     return preloadThreshold(size, this.ratePerMs, preloadHorizonMs(preloadMs, this.latencyMs));
   }
 
-  /**
-   * A successful compare-and-set give-back lowered the row from `end` to `base`: a later lease may
-   * start at base + 1 without being a regression.
-   */
-  returned(end: bigint, base: bigint): void {
-    if (this.lastEnd === end) this.lastEnd = base;
-  }
-
   /** The one lease: the first load and every later one alike. Throws typed refusals; driver errors pass through. */
   async lease(req: LeaseRequest): Promise<Lease> {
     const { store, tag, clock } = this.options;
@@ -165,7 +164,7 @@ export class SegmentLeaser {
         `Lease for tag ${JSON.stringify(tag)} returned (${start - 1n}, ${end}], outside 1…2^63−1; refusing to hand it out.`,
       );
     }
-    if (start <= this.lastEnd) throw await this.regressed(start, end);
+    if (this.hooks.regressions === 'rule' && start <= this.lastEnd) throw await this.regressed(start, end);
     if (tookFailoverJump(row, start)) this.hooks.jump?.({ rowWas: row.maxId, start, end, gap: row.failoverGap! });
     this.lastEnd = end;
     this.previousStep = chosen;
