@@ -37,7 +37,7 @@ describe.each(ALL_FLAVORS)('migrate() on %s', (flavor) => {
 
   it('installs into its own migrations table and is a no-op the second time', async () => {
     const first = await migrate(db.knex);
-    expect(first.applied).toEqual(['segments:idlease_segments', 'segments:idlease_segments:v2', 'install:idlease_install']);
+    expect(first.applied).toEqual(['segments:idlease_segments', 'segments:idlease_segments:v2', 'segments:idlease_segments:v3', 'install:idlease_install']);
     // PostgreSQL: a schema of its own, nothing in the connection's schema; MySQL: the connection's database.
     const own = flavor === 'mysql' ? undefined : 'idlease';
     expect(await hasTable(db.knex, 'idlease_segments', own)).toBe(true);
