@@ -107,7 +107,7 @@ describe.each(ALL_FLAVORS)('migrate() on %s', (flavor) => {
     const other = flavor === 'pglite' ? db.knex : db.another();
     const opts: MigrateOptions = { segments: { table: 'concurrent_segments' } };
     const results = await Promise.all([migrate(db.knex, opts), migrate(other, opts), migrate(db.knex, opts), migrate(other, opts)]);
-    expect(results.flatMap((r) => r.applied)).toEqual(['segments:concurrent_segments', 'segments:concurrent_segments:v2']);
+    expect(results.flatMap((r) => r.applied)).toEqual(['segments:concurrent_segments', 'segments:concurrent_segments:v2', 'segments:concurrent_segments:v3']);
   });
 
   it('wraps a database error in MIGRATION_FAILED with the cause', async () => {
