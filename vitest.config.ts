@@ -27,6 +27,8 @@ const FAILOVERS = [
   'test/ha/mariadb-replication.test.ts',
   'test/ha/galera.test.ts',
   'test/ha/pgbouncer.test.ts',
+  // A hand-made row on a promoted PostgreSQL standby (two private servers, seconds).
+  'test/ha/hand-row-standby.test.ts',
   'test/redis/redis-db-failover.test.ts',
   'test/integration/next-id-crash.test.ts',
   'test/package/pack-install.test.ts',

@@ -1,6 +1,7 @@
 /**
  * The one home for option checks shared by the allocators' options (segment, ticket, snowflake)
- * and the layout: an integer in a range with its default, and a refusal of keys nobody reads.
+ * and the layout: an integer in a range with its default, a refusal of keys nobody reads, and the
+ * "exactly one of knex, pool or store" every allocator asks of its database.
  * Every refusal is a BAD_CONFIG that names the option and shows a value that would be accepted.
  */
 import { IdleaseError } from './errors.js';
@@ -45,6 +46,17 @@ export function rejectUnknownKeys(options: object, known: readonly string[], fnN
       throw new IdleaseError('BAD_CONFIG', `${fnName}: unknown option ${JSON.stringify(key)}. Known options: ${known.join(', ')}.`);
     }
   }
+}
+
+/**
+ * The key of `keys` that `options` sets (not undefined); BAD_CONFIG unless exactly one is set.
+ * `needs` says who needs what, e.g. "createSegmentAllocator needs exactly one of `knex` …"; the
+ * message adds how many were given.
+ */
+export function exactlyOne<K extends string>(options: { readonly [key in K]?: unknown }, keys: readonly K[], needs: string): K {
+  const given = keys.filter((k) => options[k] !== undefined);
+  if (given.length !== 1) throw new IdleaseError('BAD_CONFIG', `${needs}; got ${given.length}.`);
+  return given[0]!;
 }
 
 /** An injected clock (tests drive time by hand), or the system clock when none is given. */

@@ -62,16 +62,23 @@ export function segmentTableDdl(flavor: Flavor, ref: SegmentTableRef): { up: str
  * The columns that fence a failover, beside max_id: `instance` names the database instance that
  * served the row's last lease (instance.ts); `failover_gap` is the row's jump; `jumps` and
  * `jumped_at` count and date the jumps for `tag list` and metrics.
+ *
+ * `instance` defaults to the lease's own instance expression, evaluated by the server the row is
+ * inserted on: a row inserted by hand (Leaf documents adding a tag with a plain INSERT) or by an
+ * app's own migration names where it was made, and its first lease there adds just the step instead
+ * of jumping by the gap. Copied to a standby that is promoted later, it names the old instance and
+ * still jumps. MariaDB accepts system variables in a DEFAULT expression (not stored functions), so
+ * no trigger is needed — and a trigger on this table would hide LAST_INSERT_ID (leaseSegment).
  */
 const FENCING_COLUMNS = {
   mysql: [
-    'instance varchar(255) NULL',
+    `instance varchar(255) NULL DEFAULT (${leaseInstanceExpression('mysql')})`,
     `failover_gap bigint NOT NULL DEFAULT ${DEFAULT_FAILOVER_GAP} CHECK (failover_gap > 0 AND failover_gap <= ${MAX_FAILOVER_GAP})`,
     'jumps int NOT NULL DEFAULT 0',
     'jumped_at timestamp(3) NULL',
   ],
   postgres: [
-    'instance varchar(255)',
+    `instance varchar(255) DEFAULT (${leaseInstanceExpression('postgres')})`,
     `failover_gap bigint NOT NULL DEFAULT ${DEFAULT_FAILOVER_GAP} CHECK (failover_gap > 0 AND failover_gap <= ${MAX_FAILOVER_GAP})`,
     'jumps integer NOT NULL DEFAULT 0',
     'jumped_at timestamptz',
@@ -93,6 +100,18 @@ export function segmentFencingDdl(flavor: Flavor, ref: SegmentTableRef): string[
   ];
 }
 
+/**
+ * Version 3, for tables made before `instance` had its DEFAULT: add it (up) or drop it (down).
+ * Rows already in the table keep what they hold; a row that names no instance still jumps once.
+ */
+export function segmentInstanceDefaultDdl(flavor: Flavor, ref: SegmentTableRef): { up: string[]; down: string[] } {
+  const t = ownObject(flavor, ref.schema, ref.table);
+  return {
+    up: [`ALTER TABLE ${t} ALTER COLUMN instance SET DEFAULT (${leaseInstanceExpression(flavor)})`],
+    down: [`ALTER TABLE ${t} ALTER COLUMN instance DROP DEFAULT`],
+  };
+}
+
 // Lease, give-back and tag admin statements. One statement per call (PGlite runs one
 // statement per query), values always bound, identifiers validated by the caller and quoted
 // here. Each text is built once per table and flavor; any client adapter (src/drivers) runs it.
@@ -106,7 +125,7 @@ export interface SegmentRow {
   readonly step: number;
   readonly description: string;
   readonly updatedAt: Date;
-  /** The database instance that served the row's last lease (null: none since the row was made by hand). */
+  /** The database instance that served the row's last lease, or made the row (null: written as NULL, or made before idlease 0.3 by hand). */
   readonly instance: string | null;
   /** How far the first lease on another instance jumps. */
   readonly failoverGap: bigint;

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { ownObjectName, type Flavor } from '../dialects/detect.js';
-import { segmentFencingDdl, segmentRowsIfAny, segmentTableDdl } from '../dialects/segments.js';
+import { segmentFencingDdl, segmentInstanceDefaultDdl, segmentRowsIfAny, segmentTableDdl } from '../dialects/segments.js';
 import { knexExecutor } from '../drivers/knex.js';
 import { DEFAULT_SEGMENT_TABLE, validateIdentifier } from '../identifiers.js';
 import { runAll, someOf, stateLossError, type IdleaseMigration } from './types.js';
@@ -56,6 +56,14 @@ export function segmentsMigrations(
       up: (knex) => runAll(knex, segmentFencingDdl(flavor, ref)),
       refuseDown,
       down: (knex) => refuseDown(knex),
+    },
+    {
+      // Version 3: `instance` defaults to the instance the row is inserted on, so a row added by
+      // hand starts at max_id + 1 instead of jumping by its gap. Down drops the default only: the
+      // rows and their instances stay (a row without one jumps once, which is always safe).
+      name: `segments:${opts.table}:v3`,
+      up: (knex) => runAll(knex, segmentInstanceDefaultDdl(flavor, ref).up),
+      down: (knex) => runAll(knex, segmentInstanceDefaultDdl(flavor, ref).down),
     },
   ];
 }

@@ -3,13 +3,14 @@ import { ACCEPTED_POOLS, executorFor } from '../drivers/index.js';
 import { ownSchema } from '../dialects/detect.js';
 import { readInstallId } from '../dialects/install.js';
 import {
+  DATABASE_KEYS,
   resolveSegmentOptions,
   SEGMENT_OPTION_KEYS,
   type ResolvedSegmentOptions,
   type SegmentAllocatorOptions,
 } from '../segment/options.js';
 import type { Clock } from '../runtime/clock.js';
-import { clockOption, intOption, rejectUnknownKeys } from '../validate.js';
+import { clockOption, exactlyOne, intOption, rejectUnknownKeys } from '../validate.js';
 import { redisCommander, type RedisCommander } from './client.js';
 import type { RedisSequenceEvent } from './types.js';
 
@@ -64,13 +65,11 @@ export function resolveRedisSequenceOptions(options: RedisSequenceOptions): Reso
     throw new IdleaseError('BAD_CONFIG', "createRedisSequence(options): options must be an object, e.g. { redis, knex, tag: 'order' }.");
   }
   rejectUnknownKeys(options, [...OWN, ...SHARED], 'createRedisSequence');
-  const given = [options.knex, options.pool, options.store].filter((x) => x !== undefined).length;
-  if (given !== 1) {
-    throw new IdleaseError(
-      'BAD_CONFIG',
-      `createRedisSequence needs exactly one of \`knex\` (a Knex instance), \`pool\` (${ACCEPTED_POOLS}) or \`store\` for the tag's segment row; got ${given}.`,
-    );
-  }
+  exactlyOne(
+    options,
+    DATABASE_KEYS,
+    `createRedisSequence needs exactly one of \`knex\` (a Knex instance), \`pool\` (${ACCEPTED_POOLS}) or \`store\` for the tag's segment row`,
+  );
   if (options.redis === undefined)
     throw new IdleaseError('BAD_CONFIG', 'createRedisSequence needs `redis`: a connected node-redis client or an ioredis client.');
   const redis = redisCommander(options.redis);

@@ -1,13 +1,11 @@
-import { connectionProblem } from '../dialects/connection-errors.js';
 import { randomBytes } from 'node:crypto';
 import { IdleaseError, isRetryable } from '../errors.js';
-import { MAX_INT64 } from '../ids.js';
 import { Emitter } from '../runtime/events.js';
 import { BackgroundTask } from '../runtime/task.js';
-import { settlesWithin, within } from '../runtime/deadline.js';
+import { settlesWithin, Timeout, within } from '../runtime/deadline.js';
 import { wakeableSleep, type WakeableSleep } from '../runtime/clock.js';
 import { backoffMs } from '../runtime/backoff.js';
-import { chooseStep, ewma, preloadHorizonMs, preloadThreshold } from '../segment/step-policy.js';
+import { leaseErrorEvent, SegmentLeaser } from '../segment/lease.js';
 import { resolveRedisSequenceOptions, type RedisSequenceOptions, type ResolvedRedisSequenceOptions } from './options.js';
 import { ForeignKey, RedisKey } from './redis-store.js';
 import type { RedisSequence, RedisSequenceEvent, RedisSequenceStats } from './types.js';
@@ -52,10 +50,9 @@ class RedisSequenceImpl implements RedisSequence {
   private closed = false;
   private closePromise: Promise<void> | undefined;
 
-  private rowStep: number | undefined;
+  /** The lease rule (segment/lease.ts), shared with the segment allocator; it keeps the rate and latency averages. */
+  private readonly rule: SegmentLeaser;
   private windowSize = 0;
-  private leaseLatencyMs: number | undefined;
-  private ratePerMs: number | undefined;
   private rateAt: number | undefined;
   private ratePos = 0;
   /** What went wrong last in the window loop, and on which side: a caller that gives up names it. */
@@ -83,6 +80,11 @@ class RedisSequenceImpl implements RedisSequence {
     this.options = options;
     this.tag = options.tag;
     this.events = new Emitter(options.onEvent);
+    this.rule = new SegmentLeaser(options, {
+      creator: 'createRedisSequence',
+      // The key's high-water mark refuses a window below any process's (windowStep, 'low').
+      regressions: 'caller',
+    });
     this.windowTask = new BackgroundTask({
       wanted: () => this.electedBy !== undefined && !this.closing && this.fatal === undefined,
       step: () => this.windowStep(),
@@ -157,15 +159,13 @@ class RedisSequenceImpl implements RedisSequence {
       timeouts: this.timeouts,
       windowSize: this.windowSize,
       left: this.left,
-      ratePerSecond: this.ratePerMs === undefined ? undefined : this.ratePerMs * 1000,
+      ratePerSecond: this.rule.ratePerMs === undefined ? undefined : this.rule.ratePerMs * 1000,
       lastError: this.lastError,
       closed: this.closed,
     });
   }
 
   onEvent(listener: (event: RedisSequenceEvent) => void): () => void {
-    if (typeof listener !== 'function')
-      throw new IdleaseError('BAD_ARGUMENT', 'onEvent(listener): listener must be a function (event) => void.');
     return this.events.add(listener);
   }
 
@@ -258,6 +258,9 @@ class RedisSequenceImpl implements RedisSequence {
           this.fatal = err;
           throw err;
         }
+        // A call cut short by this caller's own deadline (its bound was what was left of the wait)
+        // says nothing about Redis: the wait ends as it would have, blamed on what it waited for.
+        if (err instanceof Timeout && left < this.options.commandTimeoutMs) continue;
         this.redisErrors++;
         this.lastError = err;
         this.redisFailure = err;
@@ -322,8 +325,8 @@ class RedisSequenceImpl implements RedisSequence {
    * key's rate across all processes. Kept up to date when its inputs change, not computed per call.
    */
   private refreshPreload(): void {
-    const size = BigInt(this.windowSize || this.rowStep || 1000);
-    this.preloadLeft = Number(preloadThreshold(size, this.ratePerMs, preloadHorizonMs(this.options.preloadMs, this.leaseLatencyMs)));
+    const size = BigInt(this.windowSize || this.rule.rowStep || 1000);
+    this.preloadLeft = Number(this.rule.preloadThreshold(size, this.options.preloadMs));
   }
 
   /**
@@ -341,9 +344,9 @@ class RedisSequenceImpl implements RedisSequence {
     const moved = count - this.ratePos;
     // 100 ms makes a steady sample; a few ms are enough when they saw several windows go (flat out,
     // the first windows would otherwise be leased at the row's step every millisecond or two).
-    if (dt < 100 && (dt < 5 || moved < 2 * Math.max(this.windowSize, this.rowStep ?? 1000))) return;
+    if (dt < 100 && (dt < 5 || moved < 2 * Math.max(this.windowSize, this.rule.rowStep ?? 1000))) return;
     if (moved >= 0) {
-      this.ratePerMs = ewma(this.ratePerMs, moved / dt);
+      this.rule.addRate(moved / dt);
       this.refreshPreload();
     }
     this.rateAt = now;
@@ -362,7 +365,6 @@ class RedisSequenceImpl implements RedisSequence {
       this.windowFailure = { side: 'db', error: err };
       throw err;
     }
-    this.leaseLatencyMs = ewma(this.leaseLatencyMs, this.options.clock.monoMs() - started);
     this.refreshPreload();
     let r: Awaited<ReturnType<RedisKey['install']>>;
     try {
@@ -426,60 +428,19 @@ class RedisSequenceImpl implements RedisSequence {
       return false;
     }
     this.leaseErrors++;
-    this.emit({ type: 'lease-error', tag: this.tag, error: err, problem: connectionProblem(err), attempt, retryInMs });
+    this.emit(leaseErrorEvent(this.tag, err, attempt, retryInMs));
     return true;
   }
 
+  /**
+   * The window through the lease rule (segment/lease.ts), as the segment allocator leases: what the
+   * key still held when it elected this process is leased less, so a Redis that loses its data,
+   * queued window included, or dies while this lease is on its way, costs at most one window of IDs.
+   */
   private async leaseWindow(): Promise<Window> {
-    const { store, create } = this.options;
-    let row = await store.read(this.tag);
-    if (row === undefined && create !== undefined) {
-      await store.create(this.tag, create.start - 1n, create.step, create.description);
-      row = await store.read(this.tag);
-    }
-    if (row === undefined) {
-      throw new IdleaseError(
-        'UNKNOWN_TAG',
-        `Tag ${JSON.stringify(this.tag)} has no row in ${this.options.table}. Add it: \`idlease tag add ${this.tag}\`, or pass create: { start, step } to createRedisSequence.`,
-      );
-    }
-    this.rowStep = row.step;
-    const size = chooseStep({
-      rowStep: row.step,
-      minStep: this.options.minStep,
-      maxStep: this.options.maxStep,
-      ratePerMs: this.ratePerMs,
-      targetLeaseMs: this.options.targetLeaseMs,
-      demand: this.demand,
-      previousStep: this.windowSize,
-    });
-    // What Redis still holds plus this window is at most one window (`size`, or what is left of
-    // the current one when the policy shrank below it): a Redis that loses its data, queued
-    // window included, or dies while this lease is on its way, costs at most one window of IDs.
-    let leaseSize = Math.max(1, size - this.leftAtElection);
-    // Near 2^63−1 the last IDs are leased as a smaller window, so EXHAUSTED comes exactly at the
-    // limit; a 'full' answer means another lease came first: shrink to what is left and go again.
-    let maxId = row.maxId;
-    let res: Awaited<ReturnType<typeof store.lease>>;
-    for (;;) {
-      const rest = MAX_INT64 - maxId;
-      if (rest < 1n)
-        throw new IdleaseError(
-          'EXHAUSTED',
-          `Tag ${JSON.stringify(this.tag)} reached the largest 64-bit ID (max_id = ${maxId}); IDs never wrap. Use a new tag.`,
-        );
-      if (BigInt(leaseSize) > rest) leaseSize = Number(rest);
-      res = await store.lease(this.tag, leaseSize);
-      if (res.kind !== 'full') break;
-      maxId = res.maxId;
-    }
-    if (res.kind === 'unknown')
-      throw new IdleaseError(
-        'UNKNOWN_TAG',
-        `Tag ${JSON.stringify(this.tag)} lost its row in ${this.options.table} during a lease. Add it again: \`idlease tag add ${this.tag}\`.`,
-      );
-    this.windowSize = size;
-    return windowOf(res.end, leaseSize, this.tag);
+    const lease = await this.rule.lease({ demand: this.demand, held: this.leftAtElection });
+    this.windowSize = lease.chosen;
+    return windowOf(lease.end, lease.size, this.tag);
   }
 
   private async lose(w: Window, reason: 'race' | 'incarnation', mayGiveBack: boolean): Promise<void> {

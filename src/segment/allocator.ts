@@ -1,17 +1,13 @@
 import { connectionProblem, describeConnectionProblem } from '../dialects/connection-errors.js';
 import { IdleaseError, isIdleaseError, isRetryable } from '../errors.js';
 import { MAX_INT64 } from '../ids.js';
-import { shellWord } from '../shell.js';
 import { resolveSegmentOptions, type ResolvedSegmentOptions, type SegmentAllocatorOptions } from './options.js';
 import { Emitter } from '../runtime/events.js';
 import { BackgroundTask } from '../runtime/task.js';
-import { chooseStep, ewma, preloadHorizonMs, preloadThreshold } from './step-policy.js';
+import { leaseErrorEvent, SegmentLeaser, type Lease } from './lease.js';
 import type { SegmentStore } from './store.js';
 import { SEGMENT_LEASE_RETRIED, type SegmentAllocator, type SegmentEvent, type SegmentStats } from './types.js';
 import { WaiterQueue } from './waiters.js';
-
-/** Largest step one lease statement may carry (a safe integer in JS). */
-const MAX_SAFE_STEP = BigInt(Number.MAX_SAFE_INTEGER);
 
 /** Beyond any ID: "no preload pending for this segment". */
 const NEVER = MAX_INT64 + 1n;
@@ -54,13 +50,13 @@ class SegmentAllocatorImpl implements SegmentAllocator {
   private curEnd = 0n;
   private preloadAt = NEVER;
   private spare: Segment | null = null;
-  /** End of the latest lease: every later lease must start above it. */
-  private lastEnd = 0n;
 
   private readonly waiters = new WaiterQueue();
   private readonly events: Emitter<SegmentEvent>;
   /** The one background loop: leases while leaseNeeded(), retries with backoff, bounded on close. */
   private readonly leaseTask: BackgroundTask;
+  /** The lease rule (lease.ts), shared with the Redis sequence: row, step, full, regression, jump, averages. */
+  private readonly rule: SegmentLeaser;
 
   private preloadWanted = false;
   private leaseStartedAt = 0;
@@ -70,10 +66,6 @@ class SegmentAllocatorImpl implements SegmentAllocator {
   private exhausted: IdleaseError | undefined;
 
   private servedBefore = 0;
-  private ratePerMs: number | undefined;
-  private rateAt: number | undefined;
-  private rateServed = 0;
-  private latencyMs: number | undefined;
 
   private leases = 0;
   private leaseErrors = 0;
@@ -82,7 +74,6 @@ class SegmentAllocatorImpl implements SegmentAllocator {
   private regressions = 0;
   private failoverJumps = 0;
   private currentStep = 0;
-  private rowStep: number | undefined;
   private lastLeaseAt: number | undefined;
   private lastLeaseMs: number | undefined;
   private givenBack = 0n;
@@ -93,6 +84,18 @@ class SegmentAllocatorImpl implements SegmentAllocator {
     this.tag = options.tag;
     this.store = options.store;
     this.events = new Emitter(options.onEvent);
+    this.rule = new SegmentLeaser(options, {
+      creator: 'createSegmentAllocator',
+      regressions: 'rule',
+      regression: (r) => {
+        this.regressions++;
+        this.emit({ type: 'regression', tag: this.tag, ...r });
+      },
+      jump: (j) => {
+        this.failoverJumps++;
+        this.emit({ type: 'failover-jump', tag: this.tag, ...j });
+      },
+    });
     this.leaseTask = new BackgroundTask({
       wanted: () => this.leaseNeeded(),
       step: () => this.leaseStep(),
@@ -154,12 +157,12 @@ class SegmentAllocatorImpl implements SegmentAllocator {
       failoverJumps: this.failoverJumps,
       served: this.served(),
       currentStep: this.currentStep,
-      rowStep: this.rowStep,
+      rowStep: this.rule.rowStep,
       remaining,
       leaseInFlight: this.leasing,
       lastLeaseAt: this.lastLeaseAt,
       lastLeaseMs: this.lastLeaseMs,
-      ratePerSecond: this.ratePerMs === undefined ? undefined : this.ratePerMs * 1000,
+      ratePerSecond: this.rule.ratePerMs === undefined ? undefined : this.rule.ratePerMs * 1000,
       givenBack: this.givenBack,
       lastError: this.lastError,
       closed: this.closed,
@@ -176,8 +179,6 @@ class SegmentAllocatorImpl implements SegmentAllocator {
   }
 
   onEvent(listener: (event: SegmentEvent) => void): () => void {
-    if (typeof listener !== 'function')
-      throw new IdleaseError('BAD_ARGUMENT', 'onEvent(listener): listener must be a function (event) => void.');
     return this.events.add(listener);
   }
 
@@ -303,7 +304,7 @@ class SegmentAllocatorImpl implements SegmentAllocator {
     this.preloadWanted = false;
     if (this.cursor <= this.limit) {
       const size = s.end - s.start + 1n;
-      const threshold = preloadThreshold(size, this.ratePerMs, preloadHorizonMs(this.options.preloadMs, this.latencyMs));
+      const threshold = this.rule.preloadThreshold(size, this.options.preloadMs);
       const at = this.curEnd - threshold;
       if (this.cursor - 1n >= at) this.preloadWanted = true;
       else this.preloadAt = at;
@@ -329,10 +330,10 @@ class SegmentAllocatorImpl implements SegmentAllocator {
   }
 
   private async leaseStep(): Promise<number> {
-    const started = (this.leaseStartedAt = this.options.clock.monoMs());
-    const seg = await this.leaseOnce(started);
+    this.leaseStartedAt = this.options.clock.monoMs();
+    const lease = await this.leaseOnce();
     this.lastError = undefined;
-    this.accept(seg, Math.round(this.options.clock.monoMs() - started));
+    this.accept(lease, Math.round(lease.ms));
     return 0;
   }
 
@@ -345,118 +346,21 @@ class SegmentAllocatorImpl implements SegmentAllocator {
       return false;
     }
     this.leaseErrors++;
-    this.emit({ type: 'lease-error', tag: this.tag, error: err, problem: connectionProblem(err), attempt, retryInMs });
+    this.emit(leaseErrorEvent(this.tag, err, attempt, retryInMs));
     return true;
   }
 
-  /** One lease: read the row's admin step, choose ours, move max_id by it in one statement. */
-  private async leaseOnce(now: number): Promise<Segment> {
-    const served = this.served();
-    if (this.rateAt !== undefined) {
-      this.ratePerMs = ewma(this.ratePerMs, (served - this.rateServed) / Math.max(1, now - this.rateAt));
-    }
-    this.rateAt = now;
-    this.rateServed = served;
-
-    let row = await this.store.read(this.tag);
-    if (row === undefined && this.options.create) {
-      const c = this.options.create;
-      await this.store.create(this.tag, c.start - 1n, c.step, c.description);
-      row = await this.store.read(this.tag);
-    }
-    if (row === undefined) throw this.unknownTag();
-    this.rowStep = row.step;
-    let step = chooseStep({
-      rowStep: row.step,
-      minStep: this.options.minStep,
-      maxStep: this.options.maxStep,
-      ratePerMs: this.ratePerMs,
-      targetLeaseMs: this.options.targetLeaseMs,
-      demand: this.waiters.demand(),
-      previousStep: this.currentStep,
-    });
-    let res = await this.store.lease(this.tag, step);
-    if (res.kind === 'full') {
-      // Near 2^63−1: take what is left once, then EXHAUSTED. Never wrap.
-      const left = MAX_INT64 - res.maxId;
-      if (left > 0n && left < BigInt(step)) {
-        step = Number(left);
-        res = await this.store.lease(this.tag, step);
-      }
-    }
-    if (res.kind === 'unknown') throw this.unknownTag();
-    if (res.kind === 'full') {
-      throw new IdleaseError(
-        'EXHAUSTED',
-        `Tag ${JSON.stringify(this.tag)} reached the largest 64-bit ID (max_id = ${res.maxId}); IDs never wrap. Use a new tag.`,
-      );
-    }
-    const end = res.end;
-    const start = end - BigInt(step) + 1n;
-    if (start < 1n || end > MAX_INT64) {
-      throw new IdleaseError(
-        'INVARIANT',
-        `Lease for tag ${JSON.stringify(this.tag)} returned (${start - 1n}, ${end}], outside 1…2^63−1; refusing to hand it out.`,
-      );
-    }
-    if (start <= this.lastEnd) throw await this.regressed(start, end);
-    if (tookFailoverJump(row, start)) {
-      this.failoverJumps++;
-      this.emit({ type: 'failover-jump', tag: this.tag, rowWas: row.maxId, start, end, gap: row.failoverGap! });
-    }
-    this.lastEnd = end;
-    this.currentStep = step;
-    return { start, end };
-  }
-
-  /**
-   * The row fell below what this allocator already leased: a failover to a replica that
-   * missed the latest leases (asynchronous replication), a restore, or a hand edit. The
-   * range is never served. The row is pushed back above everything this allocator has
-   * seen — by a lease of exactly the gap, so no new statement is needed and a concurrent
-   * lease is never undone — and callers hear INVARIANT with the repair to run: other
-   * processes may hold lost ranges above our end, which only a margin covers.
-   */
-  private async regressed(start: bigint, end: bigint): Promise<IdleaseError> {
-    const previousEnd = this.lastEnd;
-    this.regressions++;
-    let raised = end;
-    for (let gap = previousEnd - raised; gap > 0n; gap = previousEnd - raised) {
-      const chunk = gap > MAX_SAFE_STEP ? MAX_SAFE_STEP : gap;
-      const r = await this.store.lease(this.tag, Number(chunk)).catch(() => undefined);
-      if (r?.kind !== 'leased') break; // best effort: the error below still tells the operator
-      raised = r.end;
-    }
-    this.emit({ type: 'regression', tag: this.tag, start, end, previousEnd, raisedTo: raised });
-    return new IdleaseError(
-      'INVARIANT',
-      `Tag ${JSON.stringify(this.tag)} went backwards: a lease returned (${start - 1n}, ${end}], but this allocator already leased up to ${previousEnd} ` +
-        `(${previousEnd - start + 1n} IDs behind). Was the database failed over to a replica that missed recent writes, or restored? The range was not handed out, ` +
-        `and max_id was pushed to ${raised}. Other processes may hold lost ranges above that: raise the row by the largest step in use (this process: ${this.currentStep}) ` +
-        `× the number of processes, with \`idlease tag bump ${shellWord(this.tag)} --by <n>\` (docs/failover.md).`,
-    );
-  }
-
-  private unknownTag(): IdleaseError {
-    const what = `Tag ${JSON.stringify(this.tag)} has no row in ${this.options.table}.`;
-    const flags = `${this.options.schema !== undefined ? ` --schema ${this.options.schema}` : ''}${this.options.table !== 'idlease_segments' ? ` --table ${this.options.table}` : ''}`;
-    return new IdleaseError(
-      'UNKNOWN_TAG',
-      `${what} Add it: \`idlease tag add ${shellWord(this.tag)}\` (or addTag(knex, { tag: ${JSON.stringify(this.tag)} })), ` +
-        'or pass create: { start, step } to createSegmentAllocator.',
-      {
-        cli: {
-          message: `${what} Add it: \`{idlease} tag add ${shellWord(this.tag)}${flags}\`, or pass --create (with --start/--step) to add it here.`,
-        },
-      },
-    );
+  /** One lease through the lease rule (lease.ts): the row, the step, full, regression, the failover jump. */
+  private async leaseOnce(): Promise<Lease> {
+    const lease = await this.rule.lease({ demand: this.waiters.demand(), served: this.served() });
+    this.currentStep = lease.size;
+    return lease;
   }
 
   private accept(seg: Segment, ms: number): void {
     this.leases++;
     this.lastLeaseAt = this.options.clock.wallMs();
     this.lastLeaseMs = ms;
-    this.latencyMs = ewma(this.latencyMs, ms);
     this.emit({ type: 'lease', tag: this.tag, start: seg.start, end: seg.end, step: this.currentStep, ms });
     if (this.spare !== null) throw new IdleaseError('INVARIANT', 'segment allocator leased while a spare segment was buffered');
     this.preloadWanted = false;
@@ -482,7 +386,7 @@ class SegmentAllocatorImpl implements SegmentAllocator {
     else if (waiting && !this.leasing && !this.closing && this.exhausted === undefined) broken = 'callers wait with no lease in flight';
     else if (waiting && this.spare !== null) broken = 'callers wait while a spare segment is buffered';
     else if (this.spare !== null && this.spare.start <= this.curEnd) broken = 'the spare segment is not above the current one';
-    else if (this.lastEnd < this.curEnd) broken = 'the current segment ends above the latest lease';
+    else if (this.rule.latestEnd < this.curEnd) broken = 'the current segment ends above the latest lease';
     if (broken === undefined) return;
     const err = new IdleaseError('INVARIANT', `segment allocator for tag ${JSON.stringify(this.tag)}: ${broken} (after ${where}).`);
     this.waiters.failAll(err);
@@ -542,17 +446,4 @@ class SegmentAllocatorImpl implements SegmentAllocator {
  */
 export function createSegmentAllocator(options: SegmentAllocatorOptions): SegmentAllocator {
   return new SegmentAllocatorImpl(resolveSegmentOptions(options));
-}
-
-/**
- * Whether the lease that made (start − 1, …] took the row's failover jump (dialects/segments.ts):
- * a jumped range starts on a multiple of the gap, at least a gap above the row read just before.
- * Another process's jump in between leaves our range starting at its end, off the multiple while
- * steps stay below the gap (docs/failover.md asks that of the gap anyway). Counted, never acted on.
- */
-function tookFailoverJump(row: { maxId: bigint; failoverGap?: bigint }, start: bigint): boolean {
-  const gap = row.failoverGap;
-  if (gap === undefined || gap <= 0n) return false;
-  const from = start - 1n;
-  return from % gap === 0n && from >= row.maxId + gap;
 }

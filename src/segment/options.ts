@@ -3,7 +3,7 @@ import type { Clock } from '../runtime/clock.js';
 import { IdleaseError } from '../errors.js';
 import { MAX_INT64, unsafeNumberError } from '../ids.js';
 import { DEFAULT_SEGMENT_TABLE, validateIdentifier } from '../identifiers.js';
-import { clockOption, intOption, rejectUnknownKeys } from '../validate.js';
+import { clockOption, exactlyOne, intOption, rejectUnknownKeys } from '../validate.js';
 import { ACCEPTED_POOLS, type KnexLike } from '../drivers/index.js';
 import { createKnexSegmentStore, createPoolSegmentStore, type SegmentStore } from './store.js';
 import type { SegmentEvent } from './types.js';
@@ -102,6 +102,9 @@ export const SEGMENT_OPTION_KEYS = [
   'clock',
 ] as const;
 
+/** Where the tag's row is: one of these options. */
+export const DATABASE_KEYS = ['knex', 'pool', 'store'] as const;
+
 function int(value: unknown, name: string, def: number, min: number, max: number): number {
   return intOption(value, name, { min, max, default: def });
 }
@@ -164,13 +167,11 @@ export function resolveSegmentOptions(options: SegmentAllocatorOptions): Resolve
     throw new IdleaseError('BAD_CONFIG', "createSegmentAllocator(options): options must be an object, e.g. { knex, tag: 'order' }.");
   }
   rejectUnknownKeys(options, SEGMENT_OPTION_KEYS, 'createSegmentAllocator');
-  const given = [options.knex, options.pool, options.store].filter((x) => x !== undefined).length;
-  if (given !== 1) {
-    throw new IdleaseError(
-      'BAD_CONFIG',
-      `createSegmentAllocator needs exactly one of \`knex\` (a Knex instance), \`pool\` (${ACCEPTED_POOLS}) or \`store\`; got ${given}.`,
-    );
-  }
+  exactlyOne(
+    options,
+    DATABASE_KEYS,
+    `createSegmentAllocator needs exactly one of \`knex\` (a Knex instance), \`pool\` (${ACCEPTED_POOLS}) or \`store\``,
+  );
   const minStep = int(options.minStep, 'minStep', 1, 1, MAX_ROW_STEP);
   const maxStep = int(options.maxStep, 'maxStep', Math.max(minStep, 10_000_000), 1, MAX_ROW_STEP);
   if (maxStep < minStep) throw new IdleaseError('BAD_CONFIG', `maxStep (${maxStep}) must be at least minStep (${minStep}).`);

@@ -1,7 +1,7 @@
 import { ACCEPTED_POOLS, type KnexLike } from '../drivers/index.js';
 import { IdleaseError } from '../errors.js';
 import { validateIdentifier, validateWorkerTable } from '../identifiers.js';
-import { intOption, rejectUnknownKeys } from '../validate.js';
+import { exactlyOne, intOption, rejectUnknownKeys } from '../validate.js';
 import { layoutPreset, resolveLayout, type IdLayout, type LayoutOptions, type LayoutPreset } from '../layout/index.js';
 import { SYSTEM_CLOCK, type Clock } from '../runtime/clock.js';
 import { createKnexWorkerIdStore, createPoolWorkerIdStore, type WorkerIdStore } from './worker-store.js';
@@ -84,13 +84,11 @@ export function resolveSnowflakeOptions(input: SnowflakeAllocatorOptions): Resol
     throw new IdleaseError('BAD_CONFIG', 'createSnowflakeAllocator(options): options must be an object such as { knex }.');
   }
   rejectUnknownKeys(input, KNOWN, 'createSnowflakeAllocator');
-  const given = [input.knex, input.pool, input.store].filter((x) => x !== undefined).length;
-  if (given !== 1) {
-    throw new IdleaseError(
-      'BAD_CONFIG',
-      `createSnowflakeAllocator needs exactly one of \`knex\` (a Knex instance), \`pool\` (${ACCEPTED_POOLS}), both on a database with idlease_workers, or \`store\`; got ${given}.`,
-    );
-  }
+  exactlyOne(
+    input,
+    ['knex', 'pool', 'store'],
+    `createSnowflakeAllocator needs exactly one of \`knex\` (a Knex instance), \`pool\` (${ACCEPTED_POOLS}), both on a database with idlease_workers, or \`store\``,
+  );
   const group = input.group ?? 'default';
   if (typeof group !== 'string' || group.length < 1 || group.length > 128) {
     throw new IdleaseError(

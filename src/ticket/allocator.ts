@@ -114,8 +114,6 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
       return Object.freeze({ kind: 'ticket', served, timeouts, closed, servers: Object.freeze(perServer) });
     },
     onEvent(listener: (event: TicketEvent) => void): () => void {
-      if (typeof listener !== 'function')
-        throw new IdleaseError('BAD_ARGUMENT', 'onEvent(listener): listener must be a function (event) => void.');
       return events.add(listener);
     },
     async close() {

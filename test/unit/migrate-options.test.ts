@@ -19,6 +19,7 @@ describe('migrate options are validated before any SQL runs', () => {
     expect(plan.migrations.map((m) => m.name)).toEqual([
       'segments:idlease_segments',
       'segments:idlease_segments:v2',
+      'segments:idlease_segments:v3',
       'install:idlease_install',
     ]);
     expect(plan.migrationsTable).toBe('idlease_migrations');
@@ -86,6 +87,7 @@ describe('the worker table name leaves room for its instance marker (<table>_ins
     expect(planMigrations('postgres', { workers: { table: ok } }).migrations.map((m) => m.name)).toEqual([
       'segments:idlease_segments',
       'segments:idlease_segments:v2',
+      'segments:idlease_segments:v3',
       'install:idlease_install',
       `workers:${ok}`,
       `workers:${ok}:v2`,

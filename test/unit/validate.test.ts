@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { intOption, rejectUnknownKeys } from '../../src/validate.js';
+import { exactlyOne, intOption, rejectUnknownKeys } from '../../src/validate.js';
+import { Emitter } from '../../src/runtime/events.js';
 import { ERROR_CATEGORIES, IdleaseError, isFatalCode, isRetryable, type IdleaseErrorCode } from '../../src/errors.js';
 import { SEGMENT_LEASE_RETRIED } from '../../src/segment/types.js';
 import { createTicketAllocator } from '../../src/ticket/allocator.js';
@@ -114,5 +115,28 @@ describe('retryable, read from ERROR_CATEGORIES', () => {
     expect(isRetryable(new IdleaseError('BAD_CONFIG', 'x'))).toBe(false);
     expect(isFatalCode('57014')).toBe(false);
     expect(isFatalCode('toString')).toBe(false);
+  });
+});
+
+describe('the checks every mechanism shares live once', () => {
+  it('exactlyOne: the one key given, BAD_CONFIG naming how many for none or two', () => {
+    const needs = 'f needs exactly one of `knex`, `pool` or `store`';
+    expect(exactlyOne({ pool: {} }, ['knex', 'pool', 'store'], needs)).toBe('pool');
+    expect(thrown(() => exactlyOne({}, ['knex', 'pool', 'store'], needs))).toMatchObject({
+      code: 'BAD_CONFIG',
+      message: `${needs}; got 0.`,
+    });
+    expect(thrown(() => exactlyOne({ knex: {}, store: {} }, ['knex', 'pool', 'store'], needs))).toMatchObject({
+      code: 'BAD_CONFIG',
+      message: `${needs}; got 2.`,
+    });
+  });
+
+  it('onEvent(listener) refuses a listener that is not a function with BAD_ARGUMENT, for every mechanism (the snowflake allocator took one)', () => {
+    const events = new Emitter<unknown>();
+    expect(thrown(() => events.add('log' as never))).toMatchObject({ code: 'BAD_ARGUMENT' });
+    const snowflake = createSnowflakeAllocator({ store: { claim: () => Promise.resolve(undefined) } as never });
+    expect(thrown(() => snowflake.onEvent(42 as never))).toMatchObject({ code: 'BAD_ARGUMENT' });
+    void snowflake.close();
   });
 });
