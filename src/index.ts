@@ -93,6 +93,14 @@ export {
 export type { KnexLike, KnexOrPool } from './drivers/index.js';
 export { bumpNextId, type BumpNextIdOptions, type NextIdBumpResult } from './next-id/admin.js';
 export {
+  attachNextId,
+  detachNextId,
+  nextIdStatus,
+  type AttachNextIdOptions,
+  type NextIdAttachment,
+  type NextIdStatus,
+} from './next-id/attach.js';
+export {
   createRedisSequence,
   redisKeyStatus,
   type RedisSequenceOptions,
