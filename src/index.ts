@@ -72,6 +72,7 @@ export {
 } from './layout/index.js';
 export type { SegmentsMigrateOptions } from './migrations/segments.js';
 export type { NextIdMigrateOptions } from './migrations/next-id.js';
+export { nextIdKnexMigration } from './migrations/knexfile.js';
 export type { WorkersMigrateOptions } from './migrations/workers.js';
 export type { TicketsMigrateOptions } from './migrations/tickets.js';
 export {
