@@ -1,0 +1,125 @@
+/**
+ * next_id() on MariaDB against an AUTO_INCREMENT primary key, in the same run: ratios of wall
+ * time, paired rounds (order alternating), medians reported.
+ *
+ *   npm run bench -- next-id            (after the PostgreSQL part)
+ *   npx tsx bench/run.ts next-id-mariadb
+ *
+ * A private mariadbd (event scheduler on, ROW binary log) is started unless
+ * IDLEASE_BENCH_MARIADB_URL names a server whose event scheduler is on. Contenders, each
+ * `id bigint PRIMARY KEY`: AUTO_INCREMENT (the baseline) and next_id() attached
+ * (`next-id attach`: the expression DEFAULT). Loads: IDLEASE_BENCH_ROWS rows (default 1M) in
+ * 1,000-row INSERTs on one connection; the same in one INSERT … SELECT; single-row autocommit
+ * INSERTs for IDLEASE_BENCH_SECONDS on one connection (rate ratio).
+ */
+import mysql from 'mysql2/promise';
+import { connect } from '../src/connect.js';
+import { migrate } from '../src/migrations/migrate.js';
+import { attachNextId } from '../src/next-id/attach.js';
+import { startMariadb, type ServerInstance } from '../test/helpers/servers.js';
+import { median, pairOnce } from './pairs.js';
+
+const ROWS = Number(process.env.IDLEASE_BENCH_ROWS ?? 1_000_000);
+const ROUNDS = Number(process.env.IDLEASE_BENCH_MARIADB_ROUNDS ?? 3);
+const SINGLE_SECONDS = Number(process.env.IDLEASE_BENCH_SECONDS ?? 1.5);
+const SINGLE_ROUNDS = Number(process.env.IDLEASE_BENCH_SINGLE_ROUNDS ?? 6);
+
+type Kind = 'auto' | 'ours';
+
+export default async function run(): Promise<void> {
+  let server: ServerInstance | undefined;
+  let url = process.env.IDLEASE_BENCH_MARIADB_URL;
+  if (!url) {
+    server = await startMariadb([
+      '--event-scheduler=ON',
+      '--log-bin=mariadb-bin',
+      '--binlog-format=ROW',
+      '--innodb-flush-log-at-trx-commit=2',
+    ]);
+    url = server.url;
+  }
+  const u = new URL(url);
+  const conn = await mysql.createConnection({
+    host: u.hostname,
+    port: Number(u.port || 3306),
+    user: decodeURIComponent(u.username),
+    password: decodeURIComponent(u.password),
+    database: u.pathname.slice(1),
+    multipleStatements: false,
+  });
+  const knex = connect(url);
+  try {
+    await migrate(knex, { segments: false, nextId: { shard: 5 } });
+    const fresh = async (kind: Kind) => {
+      const table = `bench_${kind}`;
+      await conn.query(`DROP TABLE IF EXISTS ${table}`);
+      await conn.query(
+        `CREATE TABLE ${table} (id bigint NOT NULL ${kind === 'auto' ? 'AUTO_INCREMENT ' : ''}PRIMARY KEY, v int NOT NULL) ENGINE=InnoDB`,
+      );
+      if (kind === 'ours') await attachNextId(knex, { table });
+      return table;
+    };
+    const timed = async (fn: () => Promise<unknown>) => {
+      const t0 = process.hrtime.bigint();
+      await fn();
+      return Number(process.hrtime.bigint() - t0) / 1e6;
+    };
+    const batch = Array.from({ length: 1_000 }, (_, i) => `(${i})`).join(',');
+    const batches = async (kind: Kind) => {
+      const table = await fresh(kind);
+      return timed(async () => {
+        for (let n = 0; n < ROWS; n += 1_000) await conn.query(`INSERT INTO ${table} (v) VALUES ${batch}`);
+      });
+    };
+    const insertSelect = async (kind: Kind) => {
+      const table = await fresh(kind);
+      return timed(() => conn.query(`INSERT INTO ${table} (v) SELECT seq FROM seq_1_to_${ROWS}`));
+    };
+    const single = async (kind: Kind) => {
+      const table = await fresh(kind);
+      const end = Date.now() + SINGLE_SECONDS * 1000;
+      let n = 0;
+      while (Date.now() < end) {
+        await conn.query(`INSERT INTO ${table} (v) VALUES (1)`);
+        n++;
+      }
+      return n / SINGLE_SECONDS;
+    };
+    const ratios = { batches: [] as number[], insertSelect: [] as number[], single: [] as number[] };
+    for (let r = 0; r < ROUNDS; r++) {
+      const [a, o] = await pairOnce(
+        r,
+        () => batches('auto'),
+        () => batches('ours'),
+      );
+      ratios.batches.push(o / a);
+      const [a2, o2] = await pairOnce(
+        r,
+        () => insertSelect('auto'),
+        () => insertSelect('ours'),
+      );
+      ratios.insertSelect.push(o2 / a2);
+    }
+    for (let r = 0; r < SINGLE_ROUNDS; r++) {
+      const [a, o] = await pairOnce(
+        r,
+        () => single('auto'),
+        () => single('ours'),
+      );
+      ratios.single.push(a / o); // time per insert: the inverse of the rate ratio
+    }
+    const fmt = (xs: number[]) => `${median(xs).toFixed(2)}× (${xs.map((x) => x.toFixed(2)).join(', ')})`;
+    console.log(`\nnext_id() on MariaDB vs AUTO_INCREMENT primary key (${ROWS.toLocaleString('en')} rows; medians of paired rounds)\n`);
+    console.log('| load | next_id() / AUTO_INCREMENT time | target | met |');
+    console.log('|---|---:|---:|---|');
+    console.log(`| 1,000-row INSERTs | ${fmt(ratios.batches)} | ≤ 1.5× | ${median(ratios.batches) <= 1.5 ? 'yes' : 'no'} |`);
+    console.log(`| one INSERT … SELECT | ${fmt(ratios.insertSelect)} | ≤ 1.5× | ${median(ratios.insertSelect) <= 1.5 ? 'yes' : 'no'} |`);
+    console.log(`| single-row INSERTs | ${fmt(ratios.single)} | ≤ 1.2× | ${median(ratios.single) <= 1.2 ? 'yes' : 'no'} |`);
+    await conn.query('DROP TABLE IF EXISTS bench_auto');
+    await conn.query('DROP TABLE IF EXISTS bench_ours');
+  } finally {
+    await conn.end();
+    await knex.destroy();
+    await server?.destroy();
+  }
+}
