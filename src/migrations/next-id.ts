@@ -144,6 +144,14 @@ export function nextIdMigrations(flavor: Flavor, opts: ResolvedNextId): IdleaseM
 /** MariaDB: one logical shard per database (dialects/next-id-mysql.ts), named `next_id`. */
 function mysqlNextIdMigrations(opts: ResolvedNextId): IdleaseMigration[] {
   const install = { shard: opts.shard, layout: opts.layout, gapMs: MYSQL_NEXT_ID_FAILOVER_GAP_MS };
+  // The fence moves IDs made off the home server the gap ahead: the time field must hold it.
+  const leftMs = 2 ** opts.layout.timeBits - 1 - (Date.now() - opts.layout.epochMs);
+  if (leftMs <= 2 * MYSQL_NEXT_ID_FAILOVER_GAP_MS) {
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      `nextId: ${opts.layout.timeBits} time bits from epoch ${new Date(opts.layout.epochMs).toISOString()} leave ${Math.max(0, Math.floor(leftMs / 1000))} s; next_id() on MariaDB needs more than twice its failover gap (${MYSQL_NEXT_ID_FAILOVER_GAP_MS / 1000} s) left. Give more timeBits or a later epoch.`,
+    );
+  }
   const ddl = mysqlNextIdDdl(install);
   return [
     {
