@@ -1,7 +1,7 @@
 /**
  * next_id() on MariaDB against an AUTO_INCREMENT primary key, in the same run: ratios of the
- * server's CPU time for the bench connection (its thread's utime + stime from /proc, found through
- * performance_schema.threads), paired rounds (order alternating), medians reported. CPU, not wall
+ * server process's CPU time (utime + stime from /proc, the pid from @@pid_file; the server must
+ * run on this machine), paired rounds (order alternating), medians reported. CPU, not wall
  * time, because this shared 2-core VM's wall times swing by 3x with the load of other processes.
  *
  *   npm run bench -- next-id            (after the PostgreSQL part)
@@ -62,11 +62,12 @@ export default async function run(): Promise<void> {
       if (kind === 'ours') await attachNextId(knex, { table });
       return table;
     };
-    const [[thread]] = (await conn.query(
-      'SELECT THREAD_OS_ID AS tid FROM performance_schema.threads WHERE PROCESSLIST_ID = CONNECTION_ID()',
-    )) as unknown as [[{ tid: number }]];
+    // The whole server process (its pid file says which): the connection's thread, InnoDB's
+    // background threads its rows cause, and for next_id() the ticker — all of its cost.
+    const [[pidRow]] = (await conn.query('SELECT @@pid_file AS f')) as unknown as [[{ f: string }]];
+    const pid = readFileSync(pidRow.f, 'utf8').trim();
     const cpuMs = () => {
-      const fields = readFileSync(`/proc/${thread.tid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
       return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // utime + stime, in 100 Hz ticks
     };
     const timed = async (fn: () => Promise<unknown>) => {
