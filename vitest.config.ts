@@ -25,6 +25,7 @@ const FAILOVERS = [
   'test/ha/patroni.test.ts',
   'test/ha/pg-replication.test.ts',
   'test/ha/mariadb-replication.test.ts',
+  'test/ha/next-id-mariadb-failover.test.ts',
   'test/ha/galera.test.ts',
   'test/ha/pgbouncer.test.ts',
   // A hand-made row on a promoted PostgreSQL standby (two private servers, seconds).

@@ -72,6 +72,7 @@ export {
 } from './layout/index.js';
 export type { SegmentsMigrateOptions } from './migrations/segments.js';
 export type { NextIdMigrateOptions } from './migrations/next-id.js';
+export { nextIdKnexMigration } from './migrations/knexfile.js';
 export type { WorkersMigrateOptions } from './migrations/workers.js';
 export type { TicketsMigrateOptions } from './migrations/tickets.js';
 export {
@@ -92,6 +93,14 @@ export {
 // Option types name a Knex instance by shape, so that an app on a pool compiles without knex.
 export type { KnexLike, KnexOrPool } from './drivers/index.js';
 export { bumpNextId, type BumpNextIdOptions, type NextIdBumpResult } from './next-id/admin.js';
+export {
+  attachNextId,
+  detachNextId,
+  nextIdStatus,
+  type AttachNextIdOptions,
+  type NextIdAttachment,
+  type NextIdStatus,
+} from './next-id/attach.js';
 export {
   createRedisSequence,
   redisKeyStatus,

@@ -4,7 +4,8 @@ import { IdleaseError } from '../errors.js';
 import { decodeId, layoutPreset, LAYOUT_PRESETS, resolveLayout, type LayoutOptions } from '../layout/index.js';
 import type { NextIdMigrateOptions } from '../migrations/next-id.js';
 import { bumpNextId } from '../next-id/admin.js';
-import { print, withKnex } from './context.js';
+import { attachNextId, detachNextId, nextIdStatus } from '../next-id/attach.js';
+import { print, programName, withKnex } from './context.js';
 import type { MigrateFlagContributor } from './migrate.js';
 
 function nonNegativeInt(name: string): (value: string) => number {
@@ -71,7 +72,7 @@ function flagName(key: string): string {
 export const nextIdMigrateFlags: MigrateFlagContributor = {
   configure(cmd) {
     cmd
-      .option('--next-id', 'install next_id() (PostgreSQL/PGlite) in --next-id-schema')
+      .option('--next-id', 'install next_id() (PostgreSQL/PGlite: in --next-id-schema; MariaDB: in the database)')
       .option(
         '--next-id-schema <name>',
         'schema for next_id() and its sequence (default public; with --shards the prefix of <name>_<shard>)',
@@ -151,11 +152,66 @@ Examples:
   );
 }
 
-/** `idlease next-id bump`: the next_id() repair after a failover (docs/failover.md). */
+/** `idlease next-id bump | attach | detach | status`: operate an installed next_id(). */
 export function registerNextIdAdminCommands(program: Command): void {
-  program
-    .command('next-id')
-    .description('operate an installed next_id(): bump')
+  const group = program.command('next-id').description('operate an installed next_id(): attach, detach, status, bump');
+  group
+    .command('attach')
+    .description(
+      "make a table's bigint column take next_id() on insert (PostgreSQL: its DEFAULT; MariaDB: the ID expression as its DEFAULT)",
+    )
+    .argument('<table>', 'the table (PostgreSQL: schema.table allowed)')
+    .option('--column <name>', 'the ID column (default id)')
+    .option('--next-id-schema <name>', 'PostgreSQL: schema next_id() was installed in (default public)')
+    .addHelpText(
+      'after',
+      `
+Examples:
+  idlease --url mysql://app@db/app next-id attach orders
+  idlease --url postgres://app@db/app next-id attach orders --column order_id --next-id-schema shard_5`,
+    )
+    .action(async (table: string, flags: { column?: string; nextIdSchema?: string }, self: Command) => {
+      await withKnex(self, async (knex) => {
+        const r = await attachNextId(knex, { table, column: flags.column, schema: flags.nextIdSchema });
+        print(self, [`${r.table}.${r.column} takes next_id(): DEFAULT ${r.expression}`], { ...r });
+      });
+    });
+  group
+    .command('detach')
+    .description("drop next_id() from a column's DEFAULT (the column and its data stay)")
+    .argument('<table>', 'the table')
+    .option('--column <name>', 'the ID column (default id)')
+    .option('--next-id-schema <name>', 'PostgreSQL: schema next_id() was installed in (default public)')
+    .action(async (table: string, flags: { column?: string; nextIdSchema?: string }, self: Command) => {
+      await withKnex(self, async (knex) => {
+        const r = await detachNextId(knex, { table, column: flags.column, schema: flags.nextIdSchema });
+        print(self, [`${r.table}.${r.column} no longer takes next_id()`], { ...r });
+      });
+    });
+  group
+    .command('status')
+    .description("the installed layout, shard, attached columns and the time field's lag now")
+    .option('--next-id-schema <name>', 'PostgreSQL: schema next_id() was installed in (default public)')
+    .action(async (flags: { nextIdSchema?: string }, self: Command) => {
+      await withKnex(self, async (knex) => {
+        const s = await nextIdStatus(knex, { schema: flags.nextIdSchema });
+        const l = s.layout;
+        const lines = [
+          `next_id() in ${s.engine === 'mariadb' ? 'database' : 'schema'} ${s.schema}: shard ${s.shard}, layout ${l.timeBits}/${l.shardBits}/${l.sequenceBits} bits (time/shard/sequence), epoch ${l.epoch}`,
+          `attached: ${s.attached.length === 0 ? 'none' : s.attached.map((a) => `${a.table}.${a.column}`).join(', ')}`,
+          `time field lag now: ${s.lagMs === null ? 'never drawn' : `${s.lagMs} ms`}`,
+        ];
+        if (s.homeServerId !== undefined && s.serverId !== undefined) {
+          lines.push(
+            s.homeServerId === s.serverId
+              ? `home: this server (server_id ${s.serverId})`
+              : `home: server_id ${s.homeServerId}; this server is ${s.serverId}: its IDs run ${s.failoverGapMs} ms ahead (the failover fence). Make it home: ${programName()} next-id attach <table>`,
+          );
+        }
+        print(self, lines, { ...s });
+      });
+    });
+  group
     .command('bump')
     .description('raise the sequence behind next_id() so new IDs start --ahead-ms past the database clock (never lowers)')
     .option('--next-id-schema <name>', 'schema next_id() was installed in (default public)')

@@ -35,10 +35,11 @@
  * DDL cannot take bind parameters, so the layout goes into the function bodies as integer
  * literals; every one comes from a validated layout and is checked to be an integer here.
  */
-import type { IdLayout } from '../layout/index.js';
+import { resolveLayout, type IdLayout } from '../layout/index.js';
 import { IdleaseError } from '../errors.js';
 import { toBigInt } from '../ids.js';
 import { qualified, quoteIdent } from './detect.js';
+import { isTrue } from './flavor.js';
 import type { SqlExecutor } from './sql.js';
 
 export const NEXT_ID_SEQUENCE = 'idlease_next_id_seq';
@@ -318,4 +319,54 @@ export async function bumpNextIdSequence(db: SqlExecutor, schema: string, aheadM
     const [before, after] = res.rows[0]!;
     return Object.freeze({ before: before == null ? null : toBigInt(before, 'last_value'), after: toBigInt(after, 'setval') });
   });
+}
+
+/** What `COMMENT ON FUNCTION <schema>.next_id()` records: the shard and layout it was installed with. */
+export async function readNextIdInstall(db: SqlExecutor, schema: string): Promise<{ shard: number; layout: IdLayout } | undefined> {
+  const fn = `${quoteIdent('postgres', schema)}.next_id()`;
+  const described = await db.run("SELECT pg_catalog.obj_description(pg_catalog.to_regprocedure(?), 'pg_proc') AS c", [fn]);
+  const m = /shard (\d+), layout (\d+)\/(\d+)\/(\d+) bits, epoch \S+ \((\d+)\)/.exec(String(described.rows[0]?.[0] ?? ''));
+  if (!m) return undefined;
+  const layout = resolveLayout({ timeBits: Number(m[2]), shardBits: Number(m[3]), sequenceBits: Number(m[4]), epoch: Number(m[5]) }, null);
+  return { shard: Number(m[1]), layout };
+}
+
+/** The column DEFAULT `attach` writes on PostgreSQL: a call of the schema's next_id(). */
+export function nextIdCall(schema: string): string {
+  return `${quoteIdent('postgres', schema)}.next_id()`;
+}
+
+/** The time field's lag now (clock − the time of the last draw), in ms; null when never drawn. */
+export async function nextIdLagMs(db: SqlExecutor, schema: string, layout: IdLayout): Promise<number | null> {
+  const seq = `'${qualified('postgres', schema, NEXT_ID_SEQUENCE)}'::pg_catalog.regclass`;
+  const res = await db.run(
+    `SELECT pg_catalog.pg_sequence_last_value(${seq})::text, floor(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) * 1000)::bigint::text`,
+    [],
+  );
+  const [last, now] = res.rows[0]!;
+  if (last == null) return null;
+  const ms = (toBigInt(last, 'last_value') >> BigInt(layout.sequenceBits)) + BigInt(layout.epochMs);
+  return Number(toBigInt(now, 'clock') - ms);
+}
+
+export async function postgresColumnShape(
+  db: SqlExecutor,
+  table: string,
+  column: string,
+): Promise<{ dataType: string; identity: boolean; generated: boolean } | undefined> {
+  const res = await db.run(
+    `SELECT pg_catalog.format_type(a.atttypid, a.atttypmod), a.attidentity <> '', a.attgenerated <> ''
+       FROM pg_catalog.pg_attribute a WHERE a.attrelid = pg_catalog.to_regclass(?) AND a.attname = ? AND a.attnum > 0 AND NOT a.attisdropped`,
+    [table, column],
+  );
+  const row = res.rows[0];
+  if (!row) return undefined;
+  return { dataType: String(row[0]), identity: isTrue(row[1]), generated: isTrue(row[2]) };
+}
+
+export async function setPostgresColumnDefault(db: SqlExecutor, table: string, column: string, expression: string | null): Promise<void> {
+  await db.run(
+    `ALTER TABLE ${table} ALTER COLUMN ${quoteIdent('postgres', column)} ${expression === null ? 'DROP DEFAULT' : `SET DEFAULT ${expression}`}`,
+    [],
+  );
 }

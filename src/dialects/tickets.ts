@@ -12,6 +12,7 @@
  * parser on an app's pool (pg's setTypeParser(20, parseInt), a default mysql2 pool) rounds them.
  */
 import { isMissingColumn, isMissingTable } from './driver-errors.js';
+import { asText, bigParam, intLiteral, isTrue } from './flavor.js';
 import { executorCatalogQuery, notMigratedError, olderInstallSchema, olderTableError, relationExists } from './missing-object.js';
 import { type Flavor, isPostgres, ownObject, ownObjectName, ownSchema } from './detect.js';
 import type { SqlExecutor, SqlResult } from './sql.js';
@@ -101,20 +102,6 @@ function ticketObject(flavor: Flavor, ref: TicketRef): string {
 
 function schemeTable(flavor: Flavor, schema: string | undefined): string {
   return ownObject(flavor, schema, SCHEME_TABLE);
-}
-
-const asText = (flavor: Flavor, expr: string) => (flavor === 'mysql' ? `CAST(${expr} AS CHAR)` : `(${expr})::text`);
-const bigParam = (flavor: Flavor) => (flavor === 'mysql' ? 'CAST(? AS SIGNED)' : 'CAST(? AS bigint)');
-/** A boolean as each client returns it: true, 't' (pg read as text), 1 (MySQL tinyint). */
-const isTrue = (v: unknown) => v === true || v === 't' || Number(v) === 1;
-
-/**
- * DDL values cannot be bound (neither MySQL nor Postgres takes parameters in utility
- * statements), so integers are inlined — only ever from a validated number/bigint.
- */
-function intLiteral(value: number | bigint): string {
-  if (typeof value === 'number' && !Number.isSafeInteger(value)) throw new IdleaseError('BAD_CONFIG', `not an integer: ${value}`);
-  return BigInt(value).toString();
 }
 
 export function ticketsDdl(

@@ -4,6 +4,7 @@
  * the database's clock (now()/NOW(3)): hosts disagree about the time, the database is one judge.
  */
 import { isIdleaseError } from '../errors.js';
+import { asText, bigParam } from './flavor.js';
 import { toBigInt, toInt32 } from '../ids.js';
 import { type Flavor, ownObject, ownObjectName, ownSchema, quoteIdent } from './detect.js';
 import { instanceExpression, PGLITE_INSTANCE } from './instance.js';
@@ -164,14 +165,14 @@ export function workerTarget(db: SqlExecutor, ref: WorkerTableRef): WorkerTarget
   const mysql = db.flavor === 'mysql';
   const tb = ownObject(db.flavor, ref.schema, ref.table);
   const now = mysql ? 'NOW(3)' : 'now()';
-  const big = mysql ? 'CAST(? AS SIGNED)' : 'CAST(? AS bigint)';
+  const big = bigParam(db.flavor);
   const expiry = mysql ? `${now} + INTERVAL ? * 1000 MICROSECOND` : `${now} + make_interval(secs => CAST(? AS float8) / 1000)`;
   const fromMs = mysql ? 'FROM_UNIXTIME(? / 1000)' : 'to_timestamp(CAST(? AS float8) / 1000)';
   // Every computed column is named: knex hands rows over as objects, where two unnamed columns would collide.
   const toMs = (col: string) =>
     (mysql ? `CAST(ROUND(UNIX_TIMESTAMP(${col}) * 1000) AS CHAR)` : `round(extract(epoch FROM ${col}) * 1000)::bigint::text`) +
     ` AS ${col}`;
-  const text = (col: string) => (mysql ? `CAST(${col} AS CHAR)` : `${col}::text`) + ` AS ${col}`;
+  const text = (col: string) => `${asText(db.flavor, col)} AS ${col}`;
   const mine = 'worker_group = ? AND worker_id = ? AND holder_token = ?';
   const marker = ownObject(db.flavor, ref.schema, instanceMarkerTable(ref.table));
   const instance = instanceExpression(db.flavor);

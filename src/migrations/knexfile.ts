@@ -42,6 +42,36 @@ export function knexFileMigration(options: Omit<MigrateOptions, 'direction' | 'l
 }
 
 /**
+ * next_id() from an app's own knex migration file, on either engine (docs/next-id.md):
+ * `const m = nextIdKnexMigration({ shard: 5 }); export const up = m.up; export const down = m.down;`
+ * Not a file in ./migrations: those run on every database a knexfile names, and on MariaDB
+ * next_id() needs event_scheduler = ON, which an app that never asked for it may not have.
+ */
+export function nextIdKnexMigration(nextId: MigrateOptions['nextId'] = true): {
+  up(knex: Knex): Promise<void>;
+  down(knex: Knex): Promise<void>;
+} {
+  const plan = (knex: Knex) => {
+    const flavor = knexFlavor(knex);
+    const dropState = process.env.IDLEASE_DROP_STATE === '1';
+    return planMigrations(flavor, { segments: false, install: false, nextId, dropState }).migrations;
+  };
+  return {
+    async up(knex) {
+      for (const m of plan(knex)) {
+        await m.refuseUp?.(knex);
+        await m.up(knex);
+      }
+    },
+    async down(knex) {
+      const list = plan(knex);
+      for (const m of list) await m.refuseDown?.(knex);
+      for (const m of [...list].reverse()) await m.down(knex);
+    },
+  };
+}
+
+/**
  * The knex CLI reads its bookkeeping where the knexfile says, before any file runs, so a file
  * cannot move an older install the way migrate() does. Installing fresh tables beside it would
  * reissue segment IDs: refuse, and name the command that moves it.

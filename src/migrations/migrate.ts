@@ -136,9 +136,7 @@ export function planMigrations(flavor: Flavor, options: MigrateOptions = {}): Pl
   const workers = resolveWorkersOptions(options.workers);
   if (workers) migrations.push(...workersMigrations(flavor, schema, workers, dropState));
   const nextIds = resolveNextIdOptions(options.nextId);
-  if (nextIds.length > 0 && !isPostgres(flavor)) {
-    throw new IdleaseError('BAD_CONFIG', 'nextId (the next_id() function) is PostgreSQL-only; on MySQL/MariaDB use segments or tickets.');
-  }
+  if (!isPostgres(flavor) && nextIds.length > 0) refuseMysqlNextIdSchema(options.nextId);
   for (const n of nextIds) migrations.push(...nextIdMigrations(flavor, n));
   const names = new Set<string>();
   for (const m of migrations) {
@@ -153,6 +151,20 @@ export function planMigrations(flavor: Flavor, options: MigrateOptions = {}): Pl
     lockTimeoutMs,
     migrations: Object.freeze(migrations),
   });
+}
+
+/**
+ * On MariaDB next_id() is one logical shard per database (its sequence, ticker and state live
+ * in the connection's database): schemas and several shards in one call have no meaning there.
+ */
+function refuseMysqlNextIdSchema(input: MigrateOptions['nextId']): void {
+  const list = Array.isArray(input) ? input : typeof input === 'object' && input !== null ? [input] : [];
+  if (list.length > 1 || list.some((o) => o.schema !== undefined || o.shards !== undefined)) {
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      "nextId on MySQL/MariaDB installs one logical shard in the connection's database: leave out schema and shards (CLI: --next-id-schema, --shards), and use one database per shard.",
+    );
+  }
 }
 
 class InCodeSource implements Knex.MigrationSource<IdleaseMigration> {

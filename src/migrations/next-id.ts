@@ -1,7 +1,16 @@
 /** Options and migrations for the Postgres next_id(): one schema (logical shard) per entry. */
 import type { Knex } from 'knex';
 import type { Flavor } from '../dialects/detect.js';
-import { dropNextIdDefaults, nextIdDdl, nextIdDependents } from '../dialects/next-id.js';
+import { dropNextIdDefaults, nextIdDdl, nextIdDependents, readNextIdInstall } from '../dialects/next-id.js';
+import {
+  checkMysqlNextIdServer,
+  MYSQL_NEXT_ID_FAILOVER_GAP_MS,
+  mysqlNextIdAttached,
+  mysqlNextIdDdl,
+  raiseMysqlNextIdSequence,
+  readMysqlNextIdState,
+  setMysqlColumnDefault,
+} from '../dialects/next-id-mysql.js';
 import { knexExecutor } from '../drivers/knex.js';
 import { IdleaseError } from '../errors.js';
 import { validateIdentifier } from '../identifiers.js';
@@ -105,8 +114,9 @@ export function resolveNextIdOptions(input: boolean | NextIdMigrateOptions | Nex
 }
 
 export function nextIdMigrations(flavor: Flavor, opts: ResolvedNextId): IdleaseMigration[] {
-  if (flavor === 'mysql') throw new IdleaseError('BAD_CONFIG', 'next_id() is PostgreSQL-only.');
+  if (flavor === 'mysql') return mysqlNextIdMigrations(opts);
   const ddl = nextIdDdl(opts);
+  const refuseUp = (knex: Knex) => refuseChangedInstall(knex, flavor, opts);
   return [
     {
       name: `next_id:${opts.schema}`,
@@ -115,6 +125,7 @@ export function nextIdMigrations(flavor: Flavor, opts: ResolvedNextId): IdleaseM
         await refuseOrDropDependents(knex, opts);
         await runAll(knex, ddl.down);
       },
+      refuseUp,
     },
     {
       // Version 2 (issue 12): the shared lock lasts one nextval, not the caller's transaction.
@@ -128,6 +139,103 @@ export function nextIdMigrations(flavor: Flavor, opts: ResolvedNextId): IdleaseM
       down: (knex) => refuseOrDropDependents(knex, opts),
     },
   ];
+}
+
+/** MariaDB: one logical shard per database (dialects/next-id-mysql.ts), named `next_id`. */
+function mysqlNextIdMigrations(opts: ResolvedNextId): IdleaseMigration[] {
+  const install = { shard: opts.shard, layout: opts.layout, gapMs: MYSQL_NEXT_ID_FAILOVER_GAP_MS };
+  // The fence moves IDs made off the home server the gap ahead: the time field must hold it.
+  const leftMs = 2 ** opts.layout.timeBits - 1 - (Date.now() - opts.layout.epochMs);
+  if (leftMs <= 2 * MYSQL_NEXT_ID_FAILOVER_GAP_MS) {
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      `nextId: ${opts.layout.timeBits} time bits from epoch ${new Date(opts.layout.epochMs).toISOString()} leave ${Math.max(0, Math.floor(leftMs / 1000))} s; next_id() on MariaDB needs more than twice its failover gap (${MYSQL_NEXT_ID_FAILOVER_GAP_MS / 1000} s) left. Give more timeBits or a later epoch.`,
+    );
+  }
+  const ddl = mysqlNextIdDdl(install);
+  return [
+    {
+      name: 'next_id',
+      async up(knex) {
+        const db = knexExecutor(knex);
+        await checkMysqlNextIdServer(db);
+        await runAll(knex, ddl.up);
+        // The first ID carries the current time, not the epoch, even before the first tick.
+        await raiseMysqlNextIdSequence(db, install, 0);
+      },
+      async down(knex) {
+        const db = knexExecutor(knex);
+        const attached = await mysqlNextIdAttached(db);
+        if (attached.length > 0) {
+          if (!opts.dropDependentDefaults) throw attachedError(attached.map((a) => `${a.table}.${a.column}`));
+          for (const a of attached) await setMysqlColumnDefault(db, a.table, a.column, null);
+        }
+        await runAll(knex, ddl.down);
+      },
+      async refuseDown(knex) {
+        if (opts.dropDependentDefaults) return;
+        const attached = await mysqlNextIdAttached(knexExecutor(knex));
+        if (attached.length > 0) throw attachedError(attached.map((a) => `${a.table}.${a.column}`));
+      },
+      async refuseUp(knex) {
+        await checkMysqlNextIdServer(knexExecutor(knex));
+        await refuseChangedInstall(knex, 'mysql', opts);
+      },
+    },
+  ];
+}
+
+function attachedError(columns: readonly string[]): IdleaseError {
+  const what = `next_id() is still the DEFAULT of ${columns.join(', ')}. Detach those columns first (idlease next-id detach <table> --column <column>), `;
+  return new IdleaseError('MIGRATION_FAILED', `${what}or pass dropDependentDefaults: true to drop their defaults with it.`, {
+    cli: { message: `${what}or rerun with --drop-dependent-defaults to drop their defaults with it.` },
+  });
+}
+
+/**
+ * An install whose shard or layout differs from what this call asks for. migrate does not
+ * change an installed next_id() in place: a new layout or epoch would let new IDs meet old ones
+ * (the same bits read another way), so it is refused with the ways that keep old IDs unique.
+ */
+async function refuseChangedInstall(knex: Knex, flavor: Flavor, opts: ResolvedNextId): Promise<void> {
+  const db = knexExecutor(knex);
+  const installed = flavor === 'mysql' ? await readMysqlNextIdState(db) : await readNextIdInstall(db, opts.schema);
+  if (installed === undefined) return;
+  const a = installed.layout;
+  const b = opts.layout;
+  const sameLayout =
+    a.timeBits === b.timeBits && a.shardBits === b.shardBits && a.sequenceBits === b.sequenceBits && a.epochMs === b.epochMs;
+  if (sameLayout && installed.shard === opts.shard) return;
+  const where = flavor === 'mysql' ? 'this database' : `schema ${opts.schema}`;
+  const layoutText = (l: IdLayout) => `${l.timeBits}/${l.shardBits}/${l.sequenceBits} bits, epoch ${new Date(l.epochMs).toISOString()}`;
+  const flags = (l: IdLayout, shard: number) =>
+    `--shard ${shard} --time-bits ${l.timeBits} --shard-bits ${l.shardBits} --sequence-bits ${l.sequenceBits} --epoch ${new Date(l.epochMs).toISOString()}`;
+  const schemaFlag = flavor === 'mysql' ? '' : ` --next-id-schema ${opts.schema}`;
+  const have = `next_id() in ${where} is installed with shard ${installed.shard}, layout ${layoutText(a)}; this asks for shard ${opts.shard}, layout ${layoutText(b)}. migrate does not change an installed next_id().`;
+  if (sameLayout) {
+    // Only the shard differs: IDs with another shard field never equal the old ones, so a
+    // reinstall (the sequence restarts at the clock) keeps them unique.
+    throw new IdleaseError(
+      'MIGRATION_FAILED',
+      `${have} To move to shard ${opts.shard} (old IDs stay unique: their shard field differs), reinstall: migrate with direction 'down' and dropDependentDefaults: true, migrate up with shard ${opts.shard}, then attach the tables again.`,
+      {
+        cli: {
+          message:
+            `${have} To move to shard ${opts.shard} (old IDs stay unique: their shard field differs), reinstall and attach again: ` +
+            `\`{idlease} migrate --no-segments --down --next-id${schemaFlag} --drop-dependent-defaults\` then \`{idlease} migrate --no-segments --next-id${schemaFlag} ${flags(b, opts.shard)}\` then \`{idlease} next-id attach <table>\` for each table.`,
+        },
+      },
+    );
+  }
+  throw new IdleaseError(
+    'MIGRATION_FAILED',
+    `${have} A new layout or epoch would read the same bits another way, and new IDs could equal old ones. Keep the installed layout (leave the layout options out, or give ${layoutText(a)}), or install the new layout ${flavor === 'mysql' ? 'in another database' : 'in another schema'} for new tables.`,
+    {
+      cli: {
+        message: `${have} A new layout or epoch would read the same bits another way, and new IDs could equal old ones. Keep the installed one: \`{idlease} migrate --no-segments --next-id${schemaFlag} ${flags(a, installed.shard)}\`, or install the new layout ${flavor === 'mysql' ? 'in another database' : 'with another --next-id-schema'} for new tables.`,
+      },
+    },
+  );
 }
 
 async function refuseOrDropDependents(knex: Knex, opts: ResolvedNextId): Promise<void> {

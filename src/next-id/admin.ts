@@ -29,7 +29,10 @@ const MAX_AHEAD_MS = 86_400_000;
 export async function bumpNextId(db: KnexOrPool, options: BumpNextIdOptions): Promise<NextIdBumpResult> {
   const exec = executorFor(db);
   if (!isPostgres(exec.flavor)) {
-    throw new IdleaseError('BAD_CONFIG', 'next_id() exists only on PostgreSQL and PGlite; this database is MySQL/MariaDB.');
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      'bumpNextId applies to PostgreSQL and PGlite; this database is MySQL/MariaDB, where next_id() needs no bump after a failover (the column DEFAULT carries the fence; docs/next-id.md).',
+    );
   }
   const schema = validateIdentifier(options.schema ?? 'public', 'schema');
   const ahead = options.aheadMs;

@@ -1,0 +1,276 @@
+/**
+ * `attach`: the one step that makes a table's column take next_id() on insert, on either
+ * engine, so the user writes no engine-specific DDL. PostgreSQL: the column's DEFAULT calls
+ * `<schema>.next_id()`. MariaDB: the DEFAULT is the composition itself (no function call: a
+ * stored function is refused there, and the expression is cheaper), with the failover fence
+ * (dialects/next-id-mysql.ts). `detach` drops the DEFAULT; `status` reports the install.
+ */
+import { isPostgres } from '../dialects/detect.js';
+import { typedConnectionErrors } from '../dialects/connection-errors.js';
+import {
+  nextIdCall,
+  nextIdDependents,
+  nextIdLagMs,
+  postgresColumnShape,
+  readNextIdInstall,
+  setPostgresColumnDefault,
+} from '../dialects/next-id.js';
+import {
+  checkMysqlNextIdServer,
+  enableMysqlNextIdTicker,
+  mysqlColumnShape,
+  mysqlNextIdAttached,
+  mysqlNextIdExpression,
+  mysqlNextIdNow,
+  raiseMysqlNextIdSequence,
+  readMysqlNextIdState,
+  recordMysqlNextIdHome,
+  setMysqlColumnDefault,
+  type MysqlNextIdState,
+} from '../dialects/next-id-mysql.js';
+import { quoteIdent } from '../dialects/flavor.js';
+import type { SqlExecutor } from '../dialects/sql.js';
+import { executorFor, type KnexOrPool } from '../drivers/index.js';
+import { IdleaseError } from '../errors.js';
+import { validateIdentifier } from '../identifiers.js';
+import type { IdLayout } from '../layout/index.js';
+
+export interface AttachNextIdOptions {
+  /** The table: `orders`, or on PostgreSQL `app.orders`. */
+  readonly table: string;
+  /** The column that takes the IDs (bigint). Default `id`. */
+  readonly column?: string;
+  /** PostgreSQL: the schema next_id() was installed in (default `public`). Not on MariaDB (one per database). */
+  readonly schema?: string;
+}
+
+export interface NextIdAttachment {
+  readonly table: string;
+  readonly column: string;
+  /** The DEFAULT now on the column (attach) or that was dropped (detach). */
+  readonly expression: string;
+}
+
+export interface NextIdStatus {
+  readonly engine: 'postgres' | 'mariadb';
+  /** PostgreSQL: the schema; MariaDB: the database. */
+  readonly schema: string;
+  readonly shard: number;
+  readonly layout: Readonly<{ timeBits: number; shardBits: number; sequenceBits: number; epochMs: number; epoch: string }>;
+  readonly attached: ReadonlyArray<Readonly<{ table: string; column: string }>>;
+  /**
+   * Clock minus the time field of the next counter, in ms (negative: IDs run ahead of the
+   * clock). MariaDB: the ticker keeps it near 0. PostgreSQL: the time since the last draw when
+   * idle (the next draw catches up); null when never drawn.
+   */
+  readonly lagMs: number | null;
+  /** MariaDB: @@server_id of the home server (IDs made elsewhere carry the failover fence) and of this one. */
+  readonly homeServerId?: number;
+  readonly serverId?: number;
+  /** MariaDB: the fence's gap, in ms. */
+  readonly failoverGapMs?: number;
+}
+
+function tableParts(table: unknown, postgres: boolean): { name: string; quoted: string; text: string } {
+  if (typeof table !== 'string')
+    throw new IdleaseError('BAD_ARGUMENT', `table must be a table name such as 'orders', got ${String(table)}.`);
+  const parts = table.split('.');
+  if (parts.length === 2 && postgres) {
+    const s = validateIdentifier(parts[0], 'table (schema part)');
+    const t = validateIdentifier(parts[1], 'table');
+    return { name: t, quoted: `${quoteIdent('postgres', s)}.${quoteIdent('postgres', t)}`, text: `${s}.${t}` };
+  }
+  const t = validateIdentifier(table, 'table');
+  return { name: t, quoted: quoteIdent(postgres ? 'postgres' : 'mysql', t), text: t };
+}
+
+async function requirePostgresInstall(db: SqlExecutor, schema: string) {
+  const installed = await readNextIdInstall(db, schema);
+  if (installed === undefined) {
+    throw new IdleaseError(
+      'NOT_MIGRATED',
+      `No idlease next_id() in schema ${schema}. Install it: migrate(knex, { segments: false, nextId: { schema: '${schema}' } }).`,
+      {
+        cli: {
+          message: `No idlease next_id() in schema ${schema}. Install it: \`{idlease} migrate --no-segments --next-id --next-id-schema ${schema}\`, or name the schema it is in with --next-id-schema.`,
+        },
+      },
+    );
+  }
+  return installed;
+}
+
+async function requireMysqlInstall(db: SqlExecutor): Promise<MysqlNextIdState> {
+  const state = await readMysqlNextIdState(db);
+  if (state === undefined) {
+    throw new IdleaseError(
+      'NOT_MIGRATED',
+      'No idlease next_id() in this database. Install it: migrate(knex, { segments: false, nextId: true }).',
+      {
+        cli: { message: 'No idlease next_id() in this database. Install it: `{idlease} migrate --no-segments --next-id`.' },
+      },
+    );
+  }
+  return state;
+}
+
+function refuseSchemaOnMysql(schema: string | undefined): void {
+  if (schema !== undefined) {
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      "schema (--next-id-schema) applies to PostgreSQL only; on MariaDB next_id() lives in the connection's database.",
+    );
+  }
+}
+
+/** Make `table.column` take next_id() on insert. Idempotent. */
+export async function attachNextId(db: KnexOrPool, options: AttachNextIdOptions): Promise<NextIdAttachment> {
+  const exec = executorFor(db);
+  const postgres = isPostgres(exec.flavor);
+  const t = tableParts(options?.table, postgres);
+  const column = validateIdentifier(options.column ?? 'id', 'column');
+  return typedConnectionErrors(async () => {
+    if (postgres) {
+      const schema = validateIdentifier(options.schema ?? 'public', 'schema');
+      await requirePostgresInstall(exec, schema);
+      const shape = await postgresColumnShape(exec, t.quoted, column);
+      refuseColumn(t.text, column, shape && { bigint: shape.dataType === 'bigint', auto: shape.identity, generated: shape.generated });
+      const expression = nextIdCall(schema);
+      await setPostgresColumnDefault(exec, t.quoted, column, expression);
+      return Object.freeze({ table: t.text, column, expression });
+    }
+    refuseSchemaOnMysql(options.schema);
+    await checkMysqlNextIdServer(exec);
+    let state = await requireMysqlInstall(exec);
+    const shape = await mysqlColumnShape(exec, t.name, column);
+    refuseColumn(
+      t.text,
+      column,
+      shape && { bigint: shape.dataType === 'bigint', auto: shape.extra.includes('auto_increment'), generated: shape.generated },
+    );
+    const here = Number((await exec.run('SELECT @@server_id', [])).rows[0]?.[0]);
+    if (here !== state.homeServerId) state = await moveHome(exec, state);
+    const expression = mysqlNextIdExpression(state);
+    await setMysqlColumnDefault(exec, t.name, column, expression);
+    return Object.freeze({ table: t.text, column, expression });
+  });
+}
+
+/**
+ * Attach on a server other than home (after a failover: this server's IDs carry the fence's
+ * gap) makes this server home. Order matters, because until each DEFAULT is rewritten some
+ * inserts still add the gap: jump the sequence past every fenced ID made so far, rewrite every
+ * attached DEFAULT, then jump again past every fenced ID made during the rewrite. Each jump
+ * keeps new unfenced IDs above every fenced one; the time field runs up to two gaps ahead
+ * until the clock catches up. Then the ticker is enabled here.
+ */
+async function moveHome(exec: SqlExecutor, state: MysqlNextIdState): Promise<MysqlNextIdState> {
+  await raiseMysqlNextIdSequence(exec, state, state.gapMs);
+  const attached = await mysqlNextIdAttached(exec);
+  await recordMysqlNextIdHome(exec);
+  const moved = await requireMysqlInstall(exec);
+  for (const a of attached) {
+    if (a.table.includes('.')) continue; // another database's table: rewritten when attached there
+    await setMysqlColumnDefault(exec, a.table, a.column, mysqlNextIdExpression(moved));
+  }
+  await raiseMysqlNextIdSequence(exec, state, state.gapMs);
+  await enableMysqlNextIdTicker(exec);
+  return moved;
+}
+
+function refuseColumn(table: string, column: string, shape: { bigint: boolean; auto: boolean; generated: boolean } | undefined): void {
+  if (shape === undefined) {
+    throw new IdleaseError(
+      'BAD_ARGUMENT',
+      `${table} has no column ${column}. Name the ID column with column (CLI: --column <name>), or create it as bigint first.`,
+    );
+  }
+  if (!shape.bigint) {
+    throw new IdleaseError(
+      'BAD_ARGUMENT',
+      `${table}.${column} is not a bigint: next_id() IDs need 64 bits. Change the column to bigint first.`,
+    );
+  }
+  if (shape.auto || shape.generated) {
+    throw new IdleaseError(
+      'BAD_ARGUMENT',
+      `${table}.${column} is ${shape.generated ? 'a generated column' : 'an AUTO_INCREMENT / identity column'}: it already fills itself in. Drop that first (MariaDB: ALTER TABLE … MODIFY ${column} bigint NOT NULL; PostgreSQL: ALTER TABLE … ALTER COLUMN ${column} DROP IDENTITY).`,
+    );
+  }
+}
+
+/** Drop next_id() from `table.column`'s DEFAULT (the column and its data stay). */
+export async function detachNextId(db: KnexOrPool, options: AttachNextIdOptions): Promise<NextIdAttachment> {
+  const exec = executorFor(db);
+  const postgres = isPostgres(exec.flavor);
+  const t = tableParts(options?.table, postgres);
+  const column = validateIdentifier(options.column ?? 'id', 'column');
+  return typedConnectionErrors(async () => {
+    if (postgres) {
+      const schema = validateIdentifier(options.schema ?? 'public', 'schema');
+      const attached = await nextIdDependents(exec, schema);
+      const hit = attached.find((d) => d.column === column && (d.table === t.text || d.table === `"${t.text}"`));
+      if (hit === undefined) throw notAttached(t.text, column);
+      await setPostgresColumnDefault(exec, t.quoted, column, null);
+      return Object.freeze({ table: t.text, column, expression: nextIdCall(schema) });
+    }
+    refuseSchemaOnMysql(options.schema);
+    const state = await requireMysqlInstall(exec);
+    const attached = await mysqlNextIdAttached(exec);
+    if (!attached.some((a) => a.table === t.name && a.column === column)) throw notAttached(t.text, column);
+    await setMysqlColumnDefault(exec, t.name, column, null);
+    return Object.freeze({ table: t.text, column, expression: mysqlNextIdExpression(state) });
+  });
+}
+
+function notAttached(table: string, column: string): IdleaseError {
+  return new IdleaseError(
+    'BAD_ARGUMENT',
+    `${table}.${column} does not take next_id(): nothing to detach. See which columns do: next-id status.`,
+  );
+}
+
+/** The install, the attached columns and the time field's lag now. */
+export async function nextIdStatus(db: KnexOrPool, options: { schema?: string } = {}): Promise<NextIdStatus> {
+  const exec = executorFor(db);
+  return typedConnectionErrors(async () => {
+    if (isPostgres(exec.flavor)) {
+      const schema = validateIdentifier(options.schema ?? 'public', 'schema');
+      const installed = await requirePostgresInstall(exec, schema);
+      const attached = await nextIdDependents(exec, schema);
+      return Object.freeze({
+        engine: 'postgres' as const,
+        schema,
+        shard: installed.shard,
+        layout: layoutOf(installed.layout),
+        attached,
+        lagMs: await nextIdLagMs(exec, schema, installed.layout),
+      });
+    }
+    refuseSchemaOnMysql(options.schema);
+    const state = await requireMysqlInstall(exec);
+    const now = await mysqlNextIdNow(exec, state);
+    const database = String((await exec.run('SELECT DATABASE()', [])).rows[0]?.[0]);
+    return Object.freeze({
+      engine: 'mariadb' as const,
+      schema: database,
+      shard: state.shard,
+      layout: layoutOf(state.layout),
+      attached: await mysqlNextIdAttached(exec),
+      lagMs: now.lagMs,
+      homeServerId: state.homeServerId,
+      serverId: now.serverId,
+      failoverGapMs: state.gapMs,
+    });
+  });
+}
+
+function layoutOf(l: IdLayout) {
+  return Object.freeze({
+    timeBits: l.timeBits,
+    shardBits: l.shardBits,
+    sequenceBits: l.sequenceBits,
+    epochMs: l.epochMs,
+    epoch: new Date(l.epochMs).toISOString(),
+  });
+}
