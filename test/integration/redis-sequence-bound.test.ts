@@ -130,7 +130,7 @@ describe('a key belongs to one database row', () => {
     const redis = await nodeRedis();
     const info = String(await redis.sendCommand(['INFO', 'server', 'replication']));
     const me = `${/run_id:(\w+)/.exec(info)![1]}/${/master_replid:(\w+)/.exec(info)![1]}`;
-    await redis.sendCommand(['HSET', `idlease:seq:${tag}`, 'inc', me, 'base', '0', 'size', '1000', 'off', '5', 'hi', '1000']);
+    await redis.sendCommand(['HSET', `idlease:seq:{${tag}}`, 'inc', me, 'base', '0', 'size', '1000', 'off', '5', 'hi', '1000']);
     const seq = track(createRedisSequence({ redis, knex: pg.knex, tag }));
     // Not 6 from the adopted window (whose row it cannot know): a new window above the row.
     expect(await seq.next()).toBe(1001n);
@@ -142,7 +142,7 @@ describe('a key belongs to one database row', () => {
   it('a key of another type under the name: BAD_CONFIG at once, never "did not answer"', async () => {
     await addTag(pg.knex, { tag: 'taken', step: 100 });
     const redis = await nodeRedis();
-    await redis.sendCommand(['SET', 'idlease:seq:taken', 'somebody else']);
+    await redis.sendCommand(['SET', 'idlease:seq:{taken}', 'somebody else']);
     for (const client of [redis, ioRedis()]) {
       const seq = track(createRedisSequence({ redis: client, knex: pg.knex, tag: 'taken', waitTimeoutMs: 30_000 }));
       const t0 = Date.now();
