@@ -194,7 +194,14 @@ export async function withRedis<T>(cmd: Command, url: string, use: (client: unkn
     lastError = err;
   });
   try {
-    await beforeDeadline(client.connect(), waitMs(cmd), () => new Error(`no connection within ${waitMs(cmd)} ms (--wait)`));
+    // A server that wants a password and was given none accepts the connection and refuses the
+    // first command (NOAUTH): asked here, so that it is said as what it is. (A cluster client's
+    // connect already asks each seed for its slots.)
+    const ready = (async () => {
+      await client.connect();
+      if (!target.cluster) await (client as unknown as { sendCommand(a: string[]): Promise<unknown> }).sendCommand(['PING']);
+    })();
+    await beforeDeadline(ready, waitMs(cmd), () => new Error(`no connection within ${waitMs(cmd)} ms (--wait)`));
   } catch (err) {
     client.destroy();
     const tls = [err, lastError].find((e) => classifyDriverError(e) === 'tls');
