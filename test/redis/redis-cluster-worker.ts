@@ -1,5 +1,5 @@
 /**
- * One "process" of the Redis Cluster test: a cluster client (node-redis createCluster() or ioredis
+ * One "process" of the Redis Cluster test and bench (bench/redis.ts): a cluster client (node-redis createCluster() or ioredis
  * Cluster) and one Redis sequence per tag, each drawn by a loop of its own until the stop file
  * appears. Every ID goes to `<out>-<tag>.bin` (int64 little endian); every failed call is recorded
  * with its code and duration, every pause in a tag's draws longer than 100 ms as a stall (from the
@@ -9,8 +9,8 @@
  *   node --import tsx test/redis/redis-cluster-worker.ts '<json config>'
  */
 import { closeSync, existsSync, openSync, writeSync } from 'node:fs';
-import { createCluster } from 'redis';
-import { Cluster } from 'ioredis';
+import { createClient, createCluster } from 'redis';
+import { Cluster, Redis } from 'ioredis';
 import { connect } from '../../src/connect.js';
 import { createRedisSequence } from '../../src/redis-sequence/index.js';
 import { isIdleaseError } from '../../src/errors.js';
@@ -20,6 +20,8 @@ interface WorkerConfig {
   ports: number[];
   tags: string[];
   client: 'node-redis' | 'ioredis';
+  /** One plain client of ports[0] instead of a cluster client (the bench's single-Redis side). */
+  single?: boolean;
   out: string;
   stopFile: string;
   waitTimeoutMs: number;
@@ -30,7 +32,18 @@ const cfg = JSON.parse(process.argv[2] ?? '{}') as WorkerConfig;
 const knex = connect(cfg.dbUrl, { poolMax: 4 });
 let redis: unknown;
 let quit: () => Promise<unknown>;
-if (cfg.client === 'ioredis') {
+if (cfg.single && cfg.client === 'ioredis') {
+  const c = new Redis({ host: '127.0.0.1', port: cfg.ports[0]!, maxRetriesPerRequest: 2 });
+  c.on('error', () => undefined);
+  redis = c;
+  quit = async () => c.disconnect();
+} else if (cfg.single) {
+  const c = createClient({ socket: { host: '127.0.0.1', port: cfg.ports[0]!, reconnectStrategy: () => 50 } });
+  c.on('error', () => undefined);
+  await c.connect();
+  redis = c;
+  quit = async () => c.destroy();
+} else if (cfg.client === 'ioredis') {
   const c = new Cluster(
     cfg.ports.map((port) => ({ host: '127.0.0.1', port })),
     {
