@@ -239,19 +239,36 @@ async function drawFrom(servers: RedisServer[], single: boolean, dbUrl: string):
       );
       let out = '';
       child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-      return new Promise<{ pid: number | undefined; progress: () => number; done: Promise<void> }>((resolve) => {
-        const progress = () => {
-          const lines = out.match(/progress (\{.*\})\n/g);
-          if (!lines) return 0;
-          return Object.values(JSON.parse(lines[lines.length - 1]!.slice(9)) as Record<string, number>).reduce((a, b) => a + b, 0);
-        };
-        const done = new Promise<void>((r) => child.once('exit', () => r()));
-        resolve({ pid: child.pid, progress, done });
-      });
+      return new Promise<{ pid: number | undefined; progress: () => number; warm: () => number; done: Promise<void>; kill: () => void }>(
+        (resolve) => {
+          const progress = () => {
+            const lines = out.match(/progress (\{.*\})\n/g);
+            if (!lines) return 0;
+            return Object.values(JSON.parse(lines[lines.length - 1]!.slice(9)) as Record<string, number>).reduce((a, b) => a + b, 0);
+          };
+          let exited = false;
+          const done = new Promise<void>((r) =>
+            child.once('exit', () => {
+              exited = true;
+              r();
+            }),
+          );
+          const progressOrExit = () => {
+            if (exited) throw new Error(`a client process exited before the run: ${out.slice(-500)}`);
+            return progress();
+          };
+          resolve({ pid: child.pid, progress, warm: progressOrExit, done, kill: () => child.kill('SIGKILL') });
+        },
+      );
     });
     const ws = await Promise.all(children);
     // Warm-up: every process drawing (clients connected, first windows leased), then the timed span.
-    while (ws.some((w) => w.progress() < 1000)) await new Promise((r) => setTimeout(r, 50));
+    try {
+      while (ws.some((w) => w.warm() < 1000)) await new Promise((r) => setTimeout(r, 50));
+    } catch (err) {
+      for (const w of ws) w.kill();
+      throw err;
+    }
     const ids0 = ws.reduce((a, w) => a + w.progress(), 0);
     const c0 = await Promise.all(servers.map(cpuOf));
     const p0 = ws.reduce((a, w) => a + procCpu(w.pid), 0);

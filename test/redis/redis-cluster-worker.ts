@@ -29,6 +29,8 @@ interface WorkerConfig {
 }
 
 const cfg = JSON.parse(process.argv[2] ?? '{}') as WorkerConfig;
+// The parent may stop reading (a bench that gave up): not this process's failure.
+process.stdout.on('error', () => undefined);
 const knex = connect(cfg.dbUrl, { poolMax: 4 });
 let redis: unknown;
 let quit: () => Promise<unknown>;
@@ -38,7 +40,7 @@ if (cfg.single && cfg.client === 'ioredis') {
   redis = c;
   quit = async () => c.disconnect();
 } else if (cfg.single) {
-  const c = createClient({ socket: { host: '127.0.0.1', port: cfg.ports[0]!, reconnectStrategy: () => 50 } });
+  const c = createClient({ socket: { host: '127.0.0.1', port: cfg.ports[0]!, reconnectStrategy: () => 50, connectTimeout: 5_000 } });
   c.on('error', () => undefined);
   await c.connect();
   redis = c;
@@ -52,7 +54,7 @@ if (cfg.single && cfg.client === 'ioredis') {
       retryDelayOnClusterDown: 50,
       retryDelayOnTryAgain: 50,
       slotsRefreshTimeout: 500,
-      redisOptions: { maxRetriesPerRequest: 2, connectTimeout: 500 },
+      redisOptions: { maxRetriesPerRequest: 2, connectTimeout: 2_000 },
     },
   );
   c.on('error', () => undefined);
@@ -62,7 +64,8 @@ if (cfg.single && cfg.client === 'ioredis') {
 } else {
   const c = createCluster({
     rootNodes: cfg.ports.map((port) => ({ socket: { host: '127.0.0.1', port } })),
-    defaults: { socket: { reconnectStrategy: () => 50, connectTimeout: 500 } },
+    // A refused connection (a killed node) fails at once; the timeout is for a loaded machine.
+    defaults: { socket: { reconnectStrategy: () => 50, connectTimeout: 2_000 } },
   });
   c.on('error', () => undefined);
   c.on('node-error', () => undefined);
