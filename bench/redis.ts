@@ -208,7 +208,16 @@ function procCpu(pid: number | undefined): number {
 
 /** CPU seconds (user + sys) the server has used so far. */
 async function cpuOf(s: RedisServer): Promise<number> {
-  const info = String(await s.command('INFO', 'CPU'));
+  // Retried: on a machine this loaded a short-lived connection can take seconds.
+  const info = await (async () => {
+    for (let i = 0; ; i++) {
+      try {
+        return String(await s.command('INFO', 'CPU'));
+      } catch (err) {
+        if (i === 4) throw err;
+      }
+    }
+  })();
   return Number(/used_cpu_user:([\d.]+)/.exec(info)![1]) + Number(/used_cpu_sys:([\d.]+)/.exec(info)![1]);
 }
 
