@@ -9,6 +9,12 @@
  * reported with their range. The windows' row:
  * embedded PGlite (in memory) by default; IDLEASE_BENCH_URL for a server.
  *
+ * Then the cluster table: 8 tags drawn by 4 client processes (2 node-redis, 2 ioredis; 8 loops
+ * each, one per tag) from one redis-server and from a 3-master Redis Cluster, alternated in the
+ * same run: IDs/s and each server's CPU (INFO CPU, user + sys, per second of run). Its windows'
+ * rows are on a PostgreSQL server (IDLEASE_BENCH_PG, default the local postgres; a database made
+ * and dropped here), since 4 processes share them.
+ *
  *   npx tsx bench/run.ts redis
  */
 import { createClient } from 'redis';
@@ -16,7 +22,14 @@ import { connect } from '../src/connect.js';
 import { migrate } from '../src/migrations/migrate.js';
 import { addTag } from '../src/segment/admin.js';
 import { createRedisSequence } from '../src/redis-sequence/index.js';
-import { startRedis } from '../test/helpers/redis.js';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { startRedis, type RedisServer } from '../test/helpers/redis.js';
+import { startRedisCluster } from '../test/helpers/redis-cluster.js';
+import { REPO_ROOT, TSX_LOADER } from '../test/helpers/cli.js';
 
 const SEQUENTIAL = 2_000;
 const IN_FLIGHT = 64;
@@ -175,5 +188,159 @@ export default async function bench(): Promise<void> {
     redis.destroy();
     await knex.destroy();
     await server.destroy();
+  }
+  await clusterTable();
+}
+
+const CLUSTER_TAGS = Array.from({ length: 8 }, (_, i) => `k${i}`);
+const CLUSTER_MS = 6_000;
+
+/** CPU seconds (user + sys) process `pid` has used so far (/proc/<pid>/stat, 100 ticks a second); 0 when gone. */
+function procCpu(pid: number | undefined): number {
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = f.slice(f.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return 0;
+  }
+}
+
+/** CPU seconds (user + sys) the server has used so far. */
+async function cpuOf(s: RedisServer): Promise<number> {
+  // Retried: on a machine this loaded a short-lived connection can take seconds.
+  const info = await (async () => {
+    for (let i = 0; ; i++) {
+      try {
+        return String(await s.command('INFO', 'CPU'));
+      } catch (err) {
+        if (i === 4) throw err;
+      }
+    }
+  })();
+  return Number(/used_cpu_user:([\d.]+)/.exec(info)![1]) + Number(/used_cpu_sys:([\d.]+)/.exec(info)![1]);
+}
+
+/** 4 client processes drawing the 8 tags for CLUSTER_MS: IDs/s and each server's CPU, cores. */
+async function drawFrom(servers: RedisServer[], single: boolean, dbUrl: string): Promise<{ ids: number; cpu: number[]; clients: number }> {
+  const dir = mkdtempSync(path.join(tmpdir(), 'idlease-bench-cluster-'));
+  const stopFile = path.join(dir, 'stop');
+  try {
+    const children = [0, 1, 2, 3].map((i) => {
+      const cfg = {
+        dbUrl,
+        ports: servers.map((n) => n.port),
+        tags: CLUSTER_TAGS,
+        client: i % 2 ? 'ioredis' : 'node-redis',
+        single,
+        out: path.join(dir, `w${i}`),
+        stopFile,
+        waitTimeoutMs: 5_000,
+        commandTimeoutMs: 1_000,
+      };
+      const child = spawn(
+        process.execPath,
+        ['--import', TSX_LOADER, path.join(REPO_ROOT, 'test/redis/redis-cluster-worker.ts'), JSON.stringify(cfg)],
+        {
+          cwd: REPO_ROOT,
+          stdio: ['ignore', 'pipe', 'inherit'],
+        },
+      );
+      let out = '';
+      child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+      return new Promise<{ pid: number | undefined; progress: () => number; warm: () => number; done: Promise<void>; kill: () => void }>(
+        (resolve) => {
+          const progress = () => {
+            const lines = out.match(/progress (\{.*\})\n/g);
+            if (!lines) return 0;
+            return Object.values(JSON.parse(lines[lines.length - 1]!.slice(9)) as Record<string, number>).reduce((a, b) => a + b, 0);
+          };
+          let exited = false;
+          const done = new Promise<void>((r) =>
+            child.once('exit', () => {
+              exited = true;
+              r();
+            }),
+          );
+          const progressOrExit = () => {
+            if (exited) throw new Error(`a client process exited before the run: ${out.slice(-500)}`);
+            return progress();
+          };
+          resolve({ pid: child.pid, progress, warm: progressOrExit, done, kill: () => child.kill('SIGKILL') });
+        },
+      );
+    });
+    const ws = await Promise.all(children);
+    // Warm-up: every process drawing (clients connected, first windows leased), then the timed span.
+    try {
+      while (ws.some((w) => w.warm() < 1000)) await new Promise((r) => setTimeout(r, 50));
+    } catch (err) {
+      for (const w of ws) w.kill();
+      throw err;
+    }
+    const ids0 = ws.reduce((a, w) => a + w.progress(), 0);
+    const c0 = await Promise.all(servers.map(cpuOf));
+    const p0 = ws.reduce((a, w) => a + procCpu(w.pid), 0);
+    const t0 = performance.now();
+    await new Promise((r) => setTimeout(r, CLUSTER_MS));
+    const ids1 = ws.reduce((a, w) => a + w.progress(), 0);
+    const c1 = await Promise.all(servers.map(cpuOf));
+    const p1 = ws.reduce((a, w) => a + procCpu(w.pid), 0);
+    const secs = (performance.now() - t0) / 1000;
+    writeFileSync(stopFile, '');
+    await Promise.all(ws.map((w) => w.done));
+    return { ids: (ids1 - ids0) / secs, cpu: c1.map((c, i) => (c - c0[i]!) / secs), clients: (p1 - p0) / secs };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+export async function clusterTable(): Promise<void> {
+  const admin = connect(process.env.IDLEASE_BENCH_PG ?? 'postgres://postgres@127.0.0.1:5432/postgres');
+  const name = `idl_bench_cluster_${randomBytes(4).toString('hex')}`;
+  await admin.raw(`CREATE DATABASE ${name}`);
+  const u = new URL(process.env.IDLEASE_BENCH_PG ?? 'postgres://postgres@127.0.0.1:5432/postgres');
+  u.pathname = `/${name}`;
+  const dbUrl = u.toString();
+  const knex = connect(dbUrl);
+  const one = await startRedis('none');
+  const cluster = await startRedisCluster(3, 0);
+  try {
+    await migrate(knex);
+    for (const tag of CLUSTER_TAGS) await addTag(knex, { tag, step: 1000 });
+    const masters = (await cluster.roles()).map((r) => r.master);
+    const perMaster = await Promise.all(
+      masters.map(async (m) => {
+        let n = 0;
+        for (const t of CLUSTER_TAGS) if ((await cluster.masterOf(await cluster.keySlot(`idlease:seq:{${t}}`))) === m) n++;
+        return n;
+      }),
+    );
+    type Side = Awaited<ReturnType<typeof drawFrom>>;
+    const rows: Array<{ single: Side; cluster: Side }> = [];
+    for (let round = 0; round < 3; round++) {
+      const single = await drawFrom([one], true, dbUrl);
+      const multi = await drawFrom(masters, false, dbUrl);
+      rows.push({ single, cluster: multi });
+    }
+    const cores = (xs: number[]) => xs.map((x) => x.toFixed(2)).join(' + ');
+    console.log(
+      `\nRedis Cluster: 8 tags, 4 client processes (2 node-redis createCluster, 2 ioredis Cluster; 8 loops each, one per tag), ${CLUSTER_MS / 1000} s per side, sides alternated, 3 rounds; ` +
+        `tags per master ${perMaster.join('/')}; CPU in cores (INFO CPU, user + sys). This machine: ${(await import('node:os')).cpus().length} cores shared by the clients, the servers and the database.`,
+    );
+    console.log(
+      '| round | one Redis IDs/s | its CPU | 3-master cluster IDs/s | CPU per master | cluster / one |\n|---|---|---|---|---|---|',
+    );
+    rows.forEach((r, i) =>
+      console.log(
+        `| ${i + 1} | ${fmt(r.single.ids)} | ${cores(r.single.cpu)} | ${fmt(r.cluster.ids)} | ${cores(r.cluster.cpu)} (max ${Math.max(...r.cluster.cpu).toFixed(2)}) | ${(r.cluster.ids / r.single.ids).toFixed(2)}× |`,
+      ),
+    );
+  } finally {
+    await knex.destroy();
+    await one.destroy();
+    await cluster.destroy();
+    await admin.raw(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    await admin.destroy();
   }
 }

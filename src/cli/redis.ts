@@ -9,60 +9,199 @@ import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { classifyDriverError } from '../dialects/driver-errors.js';
 import { IdleaseError } from '../errors.js';
+import { redisKeyName } from '../redis-sequence/keys.js';
 import { redisKeyStatus } from '../redis-sequence/status.js';
 import { createRedisSequence } from '../redis-sequence/sequence.js';
 import { beforeDeadline } from '../runtime/deadline.js';
 import { redact } from '../urls.js';
 import { positiveInt, print, waitMs, withKnex } from './context.js';
 
-interface StatusFlags {
-  redisUrl?: string;
+interface StatusFlags extends RedisUrlFlags {
   keyPrefix: string;
 }
 
-/** --redis-url, else $IDLEASE_REDIS_URL, else the local default. */
-export function redisUrlOf(flag: string | undefined): string {
-  return flag ?? (process.env.IDLEASE_REDIS_URL || 'redis://127.0.0.1:6379');
+export interface RedisUrlFlags {
+  redisUrl?: string;
+  redisUrlFile?: string;
+}
+
+const LOCAL_REDIS = 'redis://127.0.0.1:6379';
+
+/**
+ * The Redis URL, first of: --redis-url, --redis-url-file, $IDLEASE_REDIS_URL, $REDIS_URL (what the
+ * README's library sample and most Redis tooling read), then `fallback`. A password in --redis-url
+ * stands in `ps`; the file and the variables keep it out.
+ */
+export function redisUrlOf(flags: RedisUrlFlags, fallback: string | undefined = LOCAL_REDIS): string | undefined {
+  if (flags.redisUrl !== undefined && flags.redisUrlFile !== undefined)
+    throw new IdleaseError('BAD_ARGUMENT', 'Give --redis-url or --redis-url-file, not both.');
+  if (flags.redisUrl !== undefined) return flags.redisUrl;
+  if (flags.redisUrlFile !== undefined) {
+    let url: string;
+    try {
+      url = readFileSync(flags.redisUrlFile, 'utf8').replace(/\r?\n$/, '');
+    } catch (cause) {
+      throw new IdleaseError('BAD_CONFIG', `Cannot read the Redis URL file ${flags.redisUrlFile}: ${(cause as Error).message}.`, { cause });
+    }
+    if (url.trim() === '')
+      throw new IdleaseError('BAD_CONFIG', `The Redis URL file ${flags.redisUrlFile} is empty: write redis://… in it.`);
+    return url;
+  }
+  return process.env.IDLEASE_REDIS_URL || process.env.REDIS_URL || fallback;
 }
 
 /**
- * A node-redis client on `url` for the length of `use`; REDIS_UNAVAILABLE when it has not connected
- * within --wait (a server that is down, refuses the password or never answers: a client that
- * reconnects would otherwise wait forever). `reconnect`: a long-lived client (serve) reconnects
- * after a loss; a one-shot command does not.
+ * serve's Redis URL: --redis-url, --redis-url-file or $IDLEASE_REDIS_URL; none otherwise. Not
+ * $REDIS_URL: serve's Redis routes are opt-in, and a variable set for another program must not
+ * make serve depend on a Redis.
  */
-export async function withRedis<T>(cmd: Command, url: string, use: (client: unknown) => Promise<T>, reconnect = false): Promise<T> {
-  if (!/^rediss?:\/\/./i.test(url)) {
+export function serveRedisUrl(flags: RedisUrlFlags): string | undefined {
+  if (flags.redisUrl !== undefined || flags.redisUrlFile !== undefined) return redisUrlOf(flags);
+  return process.env.IDLEASE_REDIS_URL || undefined;
+}
+
+/** --help text of --redis-url and --redis-url-file (redis next, redis status, serve). */
+export const REDIS_URL_HELP =
+  'redis://[:password@]host:6379[/db], rediss://… (TLS, ?ca=file), or a Redis Cluster: redis+cluster://[:password@]host1:port1,host2:port2 (default: $IDLEASE_REDIS_URL, else $REDIS_URL, else redis://127.0.0.1:6379). A password here is visible in the process list: prefer --redis-url-file or $IDLEASE_REDIS_URL';
+export const REDIS_URL_FILE_HELP =
+  'read the Redis URL from this file (keeps its password out of the process list; trailing newline ignored)';
+
+/** A Redis URL, taken apart: one server, or the seed nodes of a Redis Cluster. */
+export interface RedisTarget {
+  readonly cluster: boolean;
+  /** One node URL per seed (the password included): node-redis reads each. */
+  readonly nodes: readonly string[];
+  readonly tls: boolean;
+  readonly username?: string;
+  readonly password?: string;
+  readonly ca?: string;
+}
+
+/**
+ * `redis[s]://…`: one server (TLS checked against `?ca=` when given, else the system's CAs).
+ * `redis[s]+cluster://[user:password@]host1:port1,host2:port2[?ca=…]`: the seed nodes of a Redis
+ * Cluster (one is enough; the client discovers the rest from it); a cluster has database 0 only.
+ */
+export function parseRedisTarget(url: string): RedisTarget {
+  const m = /^(rediss?)(\+cluster)?:\/\/(.+)$/i.exec(url);
+  if (!m)
     throw new IdleaseError(
       'BAD_CONFIG',
-      `${redact(url)} is not a Redis URL: give redis://host:6379 (or rediss:// for TLS) with --redis-url or $IDLEASE_REDIS_URL.`,
+      `${redact(url)} is not a Redis URL: give redis://host:6379 (rediss:// for TLS, redis+cluster://h1:p1,h2:p2 for a Redis Cluster) with --redis-url, --redis-url-file or $IDLEASE_REDIS_URL.`,
     );
+  const scheme = m[1]!.toLowerCase();
+  if (m[2] === undefined) {
+    const { url: one, ca } = redisTls(url);
+    return { cluster: false, nodes: [one], tls: scheme === 'rediss', ...(ca === undefined ? {} : { ca }) };
   }
-  let createClient: (options: object) => {
-    connect(): Promise<unknown>;
-    destroy(): void;
-    on(e: string, f: (err: unknown) => void): unknown;
+  const rest = m[3]!;
+  const at = rest.lastIndexOf('@', rest.search(/[/?]|$/));
+  const userinfo = at < 0 ? '' : rest.slice(0, at + 1);
+  const afterAuth = rest.slice(at + 1);
+  const end = afterAuth.search(/[/?]|$/);
+  const hosts = afterAuth.slice(0, end).split(',');
+  const tail = afterAuth.slice(end);
+  const bad = (why: string) =>
+    new IdleaseError(
+      'BAD_CONFIG',
+      `${redact(url)}: ${why}. A Redis Cluster URL is ${scheme}+cluster://[:password@]host1:port1,host2:port2 (any of its nodes; ?ca=file for TLS).`,
+    );
+  const path = tail.replace(/\?.*$/, '');
+  if (path !== '' && path !== '/' && path !== '/0') throw bad('a Redis Cluster has database 0 only');
+  if (hosts.some((h) => h === '')) throw bad('an empty host');
+  const query = tail.includes('?') ? tail.slice(tail.indexOf('?')) : '';
+  const nodes: string[] = [];
+  let ca: string | undefined;
+  let username: string | undefined;
+  let password: string | undefined;
+  for (const h of hosts) {
+    let parsed: URL;
+    try {
+      parsed = new URL(`${scheme}://${userinfo}${h}${query}`);
+    } catch {
+      throw bad(`cannot parse the node ${h}`);
+    }
+    if (parsed.port === '') throw bad(`the node ${h} has no port`);
+    const one = redisTls(parsed.toString());
+    ca = one.ca;
+    const u = new URL(one.url);
+    username = u.username === '' ? undefined : decodeURIComponent(u.username);
+    password = u.password === '' ? undefined : decodeURIComponent(u.password);
+    nodes.push(one.url);
+  }
+  return {
+    cluster: true,
+    nodes,
+    tls: scheme === 'rediss',
+    ...(username === undefined ? {} : { username }),
+    ...(password === undefined ? {} : { password }),
+    ...(ca === undefined ? {} : { ca }),
   };
+}
+
+interface ClientLike {
+  connect(): Promise<unknown>;
+  destroy(): void;
+  on(e: string, f: (...args: unknown[]) => void): unknown;
+}
+
+/** A wrong password or user: no retry fixes it (BAD_CONFIG, exit 2), unlike a server that is down. */
+function isAuthFailure(err: unknown): boolean {
+  return /WRONGPASS|NOAUTH|invalid password|invalid username-password|AUTH <password> called without any password/i.test(
+    String((err as Error)?.message ?? err),
+  );
+}
+
+/**
+ * A node-redis client on `url` for the length of `use` (a cluster client for a redis+cluster://
+ * URL); REDIS_UNAVAILABLE when it has not connected within --wait (a server that is down or never
+ * answers: a client that reconnects would otherwise wait forever), BAD_CONFIG when it refuses the
+ * password. `reconnect`: a long-lived client (serve) reconnects after a loss; a one-shot command
+ * does not.
+ */
+export async function withRedis<T>(cmd: Command, url: string, use: (client: unknown) => Promise<T>, reconnect = false): Promise<T> {
+  const target = parseRedisTarget(url);
+  let mod: { createClient: (options: object) => ClientLike; createCluster: (options: object) => ClientLike };
   try {
-    ({ createClient } = (await import('redis')) as unknown as { createClient: typeof createClient });
+    mod = (await import('redis')) as unknown as typeof mod;
   } catch (err) {
     throw new IdleaseError('BAD_CONFIG', 'idlease redis needs the node-redis client: npm install redis.', { cause: err });
   }
-  const { url: clientUrl, ca } = redisTls(url);
-  const client = createClient({
-    url: clientUrl,
-    socket: {
-      connectTimeout: waitMs(cmd),
-      reconnectStrategy: reconnect ? (retries: number) => Math.min(50 * 2 ** retries, 2_000) : false,
-      ...(ca === undefined ? {} : { tls: true, ca }),
-    },
-  });
+  const socket = {
+    connectTimeout: waitMs(cmd),
+    reconnectStrategy: reconnect ? (retries: number) => Math.min(50 * 2 ** retries, 2_000) : false,
+    ...(target.tls ? { tls: true } : {}),
+    ...(target.ca === undefined ? {} : { ca: target.ca }),
+  };
+  const client = target.cluster
+    ? mod.createCluster({
+        rootNodes: target.nodes.map((u) => ({ url: u })),
+        // What every node the cluster names is connected with: the seeds' password, TLS and bounds.
+        defaults: {
+          ...(target.username === undefined ? {} : { username: target.username }),
+          ...(target.password === undefined ? {} : { password: target.password }),
+          // A cluster node that stops answering is given up quickly: the client learns the new
+          // master from the others (a one-shot command), or keeps reconnecting (serve).
+          socket: { ...socket, reconnectStrategy: reconnect ? socket.reconnectStrategy : () => 100 },
+        },
+      })
+    : mod.createClient({ url: target.nodes[0], socket });
   let lastError: unknown;
   client.on('error', (err: unknown) => {
     lastError = err;
   });
+  client.on('node-error', (err: unknown) => {
+    lastError = err;
+  });
   try {
-    await beforeDeadline(client.connect(), waitMs(cmd), () => new Error(`no connection within ${waitMs(cmd)} ms (--wait)`));
+    // A server that wants a password and was given none accepts the connection and refuses the
+    // first command (NOAUTH): asked here, so that it is said as what it is. (A cluster client's
+    // connect already asks each seed for its slots.)
+    const ready = (async () => {
+      await client.connect();
+      if (!target.cluster) await (client as unknown as { sendCommand(a: string[]): Promise<unknown> }).sendCommand(['PING']);
+    })();
+    await beforeDeadline(ready, waitMs(cmd), () => new Error(`no connection within ${waitMs(cmd)} ms (--wait)`));
   } catch (err) {
     client.destroy();
     const tls = [err, lastError].find((e) => classifyDriverError(e) === 'tls');
@@ -72,13 +211,20 @@ export async function withRedis<T>(cmd: Command, url: string, use: (client: unkn
         `Redis at ${redact(url)}: TLS failed (${String((tls as Error)?.message ?? tls)}). Check the rediss:// URL's host name and its ?ca= file.`,
         { cause: tls },
       );
+    const auth = [err, lastError].find(isAuthFailure);
+    if (auth !== undefined)
+      throw new IdleaseError(
+        'BAD_CONFIG',
+        `Redis at ${redact(url)} refused the credentials (${String((auth as Error)?.message ?? auth).replace(/\.$/, '')}). Check the password (and user) in the Redis URL (--redis-url-file, $IDLEASE_REDIS_URL or $REDIS_URL).`,
+        { cause: auth },
+      );
     const why =
       lastError !== undefined && lastError !== err
         ? `${String((err as Error)?.message ?? err)}; last error: ${String((lastError as Error)?.message ?? lastError)}`
         : String((err as Error)?.message ?? err);
     throw new IdleaseError(
       'REDIS_UNAVAILABLE',
-      `Redis at ${redact(url)} did not answer: ${why}. Check --redis-url (or $IDLEASE_REDIS_URL), its password, and that the server is up.`,
+      `Redis at ${redact(url)} did not answer: ${why}. Check --redis-url (or --redis-url-file, $IDLEASE_REDIS_URL, $REDIS_URL) and that the server is up.`,
       { cause: err },
     );
   }
@@ -123,20 +269,21 @@ export function registerRedisCommands(program: Command): void {
       'print IDs from the tag\'s Redis sequence, windows leased from the database (--url) (one per line; --json: {"tag","ids":[strings]})',
     )
     .option('-n, --count <n>', 'how many IDs (at most 1000000)', positiveInt('-n'), 1)
-    .option('--redis-url <url>', 'redis://… (default: $IDLEASE_REDIS_URL, else redis://127.0.0.1:6379)')
+    .option('--redis-url <url>', REDIS_URL_HELP)
+    .option('--redis-url-file <file>', REDIS_URL_FILE_HELP)
     .option('--key-prefix <prefix>', 'prefix of the key, as the keyPrefix option', 'idlease:seq:')
     .option('--table <name>', 'segment table', 'idlease_segments')
     .option('--schema <name>', "PostgreSQL schema of idlease's tables (default idlease)")
     .action(
       async (
         tag: string,
-        flags: { count: number; redisUrl?: string; keyPrefix: string; table: string; schema?: string },
+        flags: { count: number; redisUrl?: string; redisUrlFile?: string; keyPrefix: string; table: string; schema?: string },
         self: Command,
       ) => {
         if (flags.count > 1_000_000)
           throw new IdleaseError('BAD_ARGUMENT', `-n must be at most 1000000, got ${flags.count}; run the command again for more.`);
         const ids = await withKnex(self, (knex) =>
-          withRedis(self, redisUrlOf(flags.redisUrl), async (client) => {
+          withRedis(self, redisUrlOf(flags)!, async (client) => {
             const seq = createRedisSequence({
               redis: client,
               knex,
@@ -161,10 +308,11 @@ export function registerRedisCommands(program: Command): void {
   redis
     .command('status <tag>')
     .description("the tag's Redis key: window, prefetched window, high-water mark, and whether this Redis incarnation installed it")
-    .option('--redis-url <url>', 'redis://… (default: $IDLEASE_REDIS_URL, else redis://127.0.0.1:6379)')
+    .option('--redis-url <url>', REDIS_URL_HELP)
+    .option('--redis-url-file <file>', REDIS_URL_FILE_HELP)
     .option('--key-prefix <prefix>', 'prefix of the key, as the keyPrefix option', 'idlease:seq:')
     .action(async (tag: string, flags: StatusFlags, cmd: Command) => {
-      const url = redisUrlOf(flags.redisUrl);
+      const url = redisUrlOf(flags)!;
       const s = await withRedis(cmd, url, (client) => redisKeyStatus(client, tag, { keyPrefix: flags.keyPrefix, timeoutMs: waitMs(cmd) }));
       const left = (s.current ? BigInt(s.current.size - s.current.issued) : 0n) + BigInt(s.queued?.size ?? 0);
       const state = !s.installedBy
@@ -176,7 +324,7 @@ export function registerRedisCommands(program: Command): void {
       print(
         cmd,
         [
-          `tag ${tag} (key ${flags.keyPrefix}${tag}) on ${redact(url)}: ${state}`,
+          `tag ${tag} (key ${redisKeyName(flags.keyPrefix, tag)}) on ${redact(url)}: ${state}`,
           `  owner                ${s.owner || '- (none yet, or a key of idlease 0.2: the next call binds it)'}`,
           `  server incarnation   ${s.identity}`,
           `  installed by         ${s.installedBy || '-'}`,
@@ -188,7 +336,7 @@ export function registerRedisCommands(program: Command): void {
         ],
         {
           tag,
-          key: flags.keyPrefix + tag,
+          key: redisKeyName(flags.keyPrefix, tag),
           state: !s.installedBy ? 'missing' : s.live ? 'live' : 'stale',
           owner: s.owner,
           identity: s.identity,

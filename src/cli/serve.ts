@@ -11,7 +11,7 @@ import { runServe } from '../serve/run.js';
 import { shellWord } from '../shell.js';
 import { redact } from '../urls.js';
 import { describeTarget, positiveInt, programName, targetUrl, withKnex } from './context.js';
-import { withRedis } from './redis.js';
+import { REDIS_URL_FILE_HELP, serveRedisUrl, withRedis } from './redis.js';
 
 function portArg(value: string): number {
   if (!/^\d+$/.test(value) || Number(value) > 65535)
@@ -66,8 +66,9 @@ export function registerServeCommand(program: Command): void {
     )
     .option(
       '--redis-url <url>',
-      'also serve Redis sequences of the served tags (/api/redis/get/{tag}, /v1/redis/{tag}/ids; needs the redis package): redis://… (default: $IDLEASE_REDIS_URL; none when unset)',
+      'also serve Redis sequences of the served tags (/api/redis/get/{tag}, /v1/redis/{tag}/ids; needs the redis package): redis://…, rediss://…, or redis+cluster://h1:p1,h2:p2 for a Redis Cluster (default: $IDLEASE_REDIS_URL; none when unset). A password here is visible in the process list: prefer --redis-url-file or $IDLEASE_REDIS_URL',
     )
+    .option('--redis-url-file <file>', REDIS_URL_FILE_HELP)
     .option('--shutdown-timeout <ms>', 'how long SIGTERM waits for requests in flight', positiveInt('--shutdown-timeout'), 10_000)
     .addHelpText(
       'after',
@@ -100,6 +101,7 @@ unused part of each lease back, exit 0; a second signal exits at once.`,
           snowflakeGroup: string;
           shutdownTimeout: number;
           redisUrl?: string;
+          redisUrlFile?: string;
         },
         self: Command,
       ) => {
@@ -110,7 +112,7 @@ unused part of each lease back, exit 0; a second signal exits at once.`,
             'BAD_CONFIG',
             `--host ${flags.host} listens beyond this machine without a token: give --token-file <file> (or $IDLEASE_TOKEN), or --allow-no-token if the network is the guard.`,
           );
-        const redisUrl = flags.redisUrl ?? (process.env.IDLEASE_REDIS_URL || undefined);
+        const redisUrl = serveRedisUrl(flags);
         // A secret of this run, written only into the lock file (0600) for the CLI of the same user.
         const runSecret = embedded?.dir !== undefined ? randomBytes(24).toString('base64url') : undefined;
         await withKnex(

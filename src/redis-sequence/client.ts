@@ -1,21 +1,30 @@
 /**
- * The one thing a Redis sequence needs from a Redis client: send a command, get the reply.
+ * The one thing a Redis sequence needs from a Redis client: send a command on a key, get the reply.
  * Which client it is, is told by shape once, at creation, so idlease imports neither `redis` nor
  * `ioredis` (both optional peers) and the sequence code never asks again. One small adapter per
  * shape:
  *   - node-redis `createClient()`: `sendCommand(args)`;
  *   - node-redis 6 `createSentinel()`: `sendCommand(isReadonly, args)` (false: the master);
- *   - ioredis `new Redis()`, with or without `{ sentinels, name }`: `call(command, ...args)`.
- * Cluster clients (ioredis `Cluster`, node-redis `createCluster()`) are refused here with a typed
- * error: the sequence's key is not hash-tagged and its incarnation check reads the node it runs
- * on, so a cluster client is not a shape this adapter layer serves (docs/redis.md).
+ *   - node-redis `createCluster()`: `sendCommand(firstKey, isReadonly, args)`: routed by the key's
+ *     slot, MOVED and ASK followed by the client;
+ *   - ioredis `new Redis()`, with or without `{ sentinels, name }`, and ioredis `Cluster`:
+ *     `call(command, ...args)` (a Cluster reads the key from EVALSHA's numkeys itself and follows
+ *     MOVED, ASK, TRYAGAIN and CLUSTERDOWN).
+ * On a cluster every call names one key, hash-tagged by the idlease tag (keys.ts), and the
+ * script's incarnation check reads the node it runs on: the master of the key's slot. What a
+ * client does not absorb (CLUSTERDOWN while a failover is under way, TRYAGAIN, redirections
+ * exhausted) reaches the sequence as a failed call, retried within waitTimeoutMs, then
+ * REDIS_UNAVAILABLE.
  */
 import { IdleaseError } from '../errors.js';
 import { SEQUENCE_SCRIPT, SEQUENCE_SCRIPT_SHA } from './script.js';
 
+export type RedisClientKind = 'node-redis' | 'node-redis-sentinel' | 'node-redis-cluster' | 'ioredis' | 'ioredis-cluster';
+
 export interface RedisCommander {
-  readonly kind: 'node-redis' | 'node-redis-sentinel' | 'ioredis';
-  send(args: readonly string[]): Promise<unknown>;
+  readonly kind: RedisClientKind;
+  /** `key`: the key the command reads or writes (a cluster client routes by it). */
+  send(args: readonly string[], key: string): Promise<unknown>;
 }
 
 interface NodeRedisLike {
@@ -24,6 +33,10 @@ interface NodeRedisLike {
 
 interface NodeRedisSentinelLike {
   sendCommand(isReadonly: boolean, args: readonly string[]): Promise<unknown>;
+}
+
+interface NodeRedisClusterLike {
+  sendCommand(firstKey: string, isReadonly: boolean, args: readonly string[]): Promise<unknown>;
 }
 
 interface IoRedisLike {
@@ -41,27 +54,22 @@ interface Shape {
 }
 
 export const ACCEPTED_REDIS =
-  'a node-redis client (createClient() or createSentinel() from `redis`, connected) or an ioredis client (new Redis(), with or without { sentinels, name })';
+  'a node-redis client (createClient(), createSentinel() or createCluster() from `redis`, connected) or an ioredis client (new Redis(), with or without { sentinels, name }, or new Cluster())';
 
-function clusterRefused(library: string): IdleaseError {
-  return new IdleaseError(
-    'BAD_CONFIG',
-    `redis is a ${library} cluster client: Redis Cluster is not supported by the Redis sequence (its key is not hash-tagged, and its ` +
-      'incarnation check reads the node the script runs on). Give a client of a single primary, or a Sentinel client: ioredis new Redis({ sentinels, name }) or node-redis createSentinel() (docs/redis.md).',
-  );
-}
-
-/** The adapter for `client`'s shape; BAD_CONFIG for a cluster client or anything else. */
+/** The adapter for `client`'s shape; BAD_CONFIG for anything else. */
 export function redisCommander(client: unknown): RedisCommander {
   if (client !== null && typeof client === 'object') {
     const c = client as Shape;
     if (typeof c.call === 'function' && typeof c.status === 'string') {
-      if (c.isCluster === true) throw clusterRefused('ioredis');
       const io = client as IoRedisLike;
-      return { kind: 'ioredis', send: (args) => io.call(args[0]!, ...args.slice(1)) };
+      return { kind: c.isCluster === true ? 'ioredis-cluster' : 'ioredis', send: (args) => io.call(args[0]!, ...args.slice(1)) };
     }
     if (typeof c.sendCommand === 'function' && typeof c.isOpen === 'boolean') {
-      if (typeof c.getSlotRandomNode === 'function') throw clusterRefused('node-redis');
+      if (typeof c.getSlotRandomNode === 'function') {
+        const cl = client as NodeRedisClusterLike;
+        // isReadonly false: the master of the key's slot, never a replica.
+        return { kind: 'node-redis-cluster', send: (args, key) => cl.sendCommand(key, false, args) };
+      }
       if (typeof c.getSentinelNode === 'function') {
         const s = client as NodeRedisSentinelLike;
         // isReadonly false: the command goes to the master Sentinel names, never to a replica.
@@ -83,12 +91,12 @@ export function isWrongType(err: unknown): boolean {
 export async function runScript(redis: RedisCommander, key: string, args: readonly string[]): Promise<string[]> {
   let reply: unknown;
   try {
-    reply = await redis.send(['EVALSHA', SEQUENCE_SCRIPT_SHA, '1', key, ...args]);
+    reply = await redis.send(['EVALSHA', SEQUENCE_SCRIPT_SHA, '1', key, ...args], key);
   } catch (err) {
     if (isWrongType(err)) throw wrongType(key, err);
     if (!/NOSCRIPT/.test(String((err as Error)?.message ?? err))) throw err;
     try {
-      reply = await redis.send(['EVAL', SEQUENCE_SCRIPT, '1', key, ...args]);
+      reply = await redis.send(['EVAL', SEQUENCE_SCRIPT, '1', key, ...args], key);
     } catch (err2) {
       if (isWrongType(err2)) throw wrongType(key, err2);
       throw err2;

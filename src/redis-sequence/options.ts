@@ -12,6 +12,7 @@ import {
 import type { Clock } from '../runtime/clock.js';
 import { clockOption, exactlyOne, intOption, rejectUnknownKeys } from '../validate.js';
 import { redisCommander, type RedisCommander } from './client.js';
+import { redisKeyName } from './keys.js';
 import type { RedisSequenceEvent } from './types.js';
 
 /**
@@ -20,9 +21,9 @@ import type { RedisSequenceEvent } from './types.js';
  * a window should last seconds, not a minute, since a Redis loss costs what is left of it.
  */
 export interface RedisSequenceOptions extends Omit<SegmentAllocatorOptions, 'onEvent'> {
-  /** A connected node-redis client (`createClient()` from `redis`) or an ioredis client. Not closed by close(). */
+  /** A connected node-redis client (`createClient()`, `createSentinel()`, `createCluster()`) or an ioredis client (`Redis`, `Cluster`). Not closed by close(). */
   redis: unknown;
-  /** Prefix of the Redis key. Default `idlease:seq:`. */
+  /** Prefix of the Redis key `<keyPrefix>{<tag>}` (the braces: a Redis Cluster hash tag). Default `idlease:seq:`. */
   keyPrefix?: string;
   /**
    * What the key is bound to. Default: the database's install id (written by `migrate`), the
@@ -71,7 +72,10 @@ export function resolveRedisSequenceOptions(options: RedisSequenceOptions): Reso
     `createRedisSequence needs exactly one of \`knex\` (a Knex instance), \`pool\` (${ACCEPTED_POOLS}) or \`store\` for the tag's segment row`,
   );
   if (options.redis === undefined)
-    throw new IdleaseError('BAD_CONFIG', 'createRedisSequence needs `redis`: a connected node-redis client or an ioredis client.');
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      'createRedisSequence needs `redis`: a connected node-redis client (createClient, createSentinel, createCluster) or an ioredis client (Redis, Cluster).',
+    );
   const redis = redisCommander(options.redis);
   const shared: Record<string, unknown> = { targetLeaseMs: 10_000 };
   for (const k of SHARED) if (options[k] !== undefined) shared[k] = options[k];
@@ -88,7 +92,7 @@ export function resolveRedisSequenceOptions(options: RedisSequenceOptions): Reso
   return Object.freeze({
     ...db,
     redis,
-    key: keyPrefix + db.tag,
+    key: redisKeyName(keyPrefix, db.tag),
     commandTimeoutMs: intOption(options.commandTimeoutMs, 'commandTimeoutMs', { min: 1, max: 600_000, default: 1_000, unit: 'ms' }),
     claimTimeoutMs: intOption(options.claimTimeoutMs, 'claimTimeoutMs', { min: 1, max: 600_000, default: 2_000, unit: 'ms' }),
     onEvent: options.onEvent,

@@ -130,7 +130,7 @@ describe('a key belongs to one database row', () => {
     const redis = await nodeRedis();
     const info = String(await redis.sendCommand(['INFO', 'server', 'replication']));
     const me = `${/run_id:(\w+)/.exec(info)![1]}/${/master_replid:(\w+)/.exec(info)![1]}`;
-    await redis.sendCommand(['HSET', `idlease:seq:${tag}`, 'inc', me, 'base', '0', 'size', '1000', 'off', '5', 'hi', '1000']);
+    await redis.sendCommand(['HSET', `idlease:seq:{${tag}}`, 'inc', me, 'base', '0', 'size', '1000', 'off', '5', 'hi', '1000']);
     const seq = track(createRedisSequence({ redis, knex: pg.knex, tag }));
     // Not 6 from the adopted window (whose row it cannot know): a new window above the row.
     expect(await seq.next()).toBe(1001n);
@@ -142,7 +142,7 @@ describe('a key belongs to one database row', () => {
   it('a key of another type under the name: BAD_CONFIG at once, never "did not answer"', async () => {
     await addTag(pg.knex, { tag: 'taken', step: 100 });
     const redis = await nodeRedis();
-    await redis.sendCommand(['SET', 'idlease:seq:taken', 'somebody else']);
+    await redis.sendCommand(['SET', 'idlease:seq:{taken}', 'somebody else']);
     for (const client of [redis, ioRedis()]) {
       const seq = track(createRedisSequence({ redis: client, knex: pg.knex, tag: 'taken', waitTimeoutMs: 30_000 }));
       const t0 = Date.now();
@@ -268,20 +268,20 @@ describe('the CLI', () => {
     expect(await seq.next()).toBe(6n);
   });
 
-  it('serve --redis-url with Redis down, or with a wrong password: REDIS_UNAVAILABLE within --wait, exit 1, no password shown; IDLEASE_REDIS_URL is read', async () => {
+  it('serve --redis-url with Redis down: REDIS_UNAVAILABLE within --wait, exit 1; with a wrong password: BAD_CONFIG, exit 2; no password shown; IDLEASE_REDIS_URL is read', async () => {
     const locked = await startRedis('none', ['--requirepass', 's3cret-pass']);
     cleanup.push(() => locked.destroy());
     const down = `redis://127.0.0.1:${await closedPort()}`;
-    const cases: Array<{ args: string[]; env?: NodeJS.ProcessEnv }> = [
-      { args: ['--redis-url', down] },
-      { args: ['--redis-url', `redis://:wrong-pass@127.0.0.1:${locked.port}`] },
-      { args: [], env: { IDLEASE_REDIS_URL: down } },
+    const cases: Array<{ args: string[]; env?: NodeJS.ProcessEnv; code: number; error: string }> = [
+      { args: ['--redis-url', down], code: 1, error: 'REDIS_UNAVAILABLE' },
+      { args: ['--redis-url', `redis://:wrong-pass@127.0.0.1:${locked.port}`], code: 2, error: 'BAD_CONFIG' },
+      { args: [], env: { IDLEASE_REDIS_URL: down }, code: 1, error: 'REDIS_UNAVAILABLE' },
     ];
     for (const c of cases) {
       const t0 = performance.now();
       const r = await runCli(['--url', pg.url, '--wait', '2', 'serve', '--port', '0', ...c.args], { env: c.env, timeoutMs: 30_000 });
-      expect(r.code, r.stderr).toBe(1);
-      expect(r.stderr).toMatch(/REDIS_UNAVAILABLE/);
+      expect(r.code, r.stderr).toBe(c.code);
+      expect(r.stderr).toMatch(new RegExp(c.error));
       expect(r.stderr + r.stdout).not.toMatch(/wrong-pass/);
       expect(performance.now() - t0).toBeLessThan(20_000);
     }

@@ -5,6 +5,9 @@
  * close() giving the prefetched window back, and the classic Lua snowflake repeating IDs.
  */
 import net from 'node:net';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { ioRedisOn, nodeRedisOn, startRedis, type RedisServer } from '../helpers/redis.js';
@@ -14,6 +17,8 @@ import { addTag } from '../../src/segment/admin.js';
 import { createKnexSegmentStore } from '../../src/segment/store.js';
 import { createRedisSequence, redisKeyStatus, type RedisSequence } from '../../src/redis-sequence/index.js';
 import { MAX_INT64 } from '../../src/ids.js';
+import { RedisKey } from '../../src/redis-sequence/redis-store.js';
+import { redisCommander } from '../../src/redis-sequence/client.js';
 import { isIdleaseError } from '../../src/errors.js';
 import { runCli } from '../helpers/cli.js';
 import { startServe } from '../helpers/serve-process.js';
@@ -109,6 +114,34 @@ describe('Redis sequence (PostgreSQL row)', () => {
     expect(new Set(seen).size).toBe(seen.length);
     expect(seq.stats().regressions).toBe(1);
     await seq.close();
+  });
+
+  it('the key renamed to <prefix>{<tag>} (a Cluster hash tag): the first window under the new name starts above every window the old name was given, while a process of the old version still issues from it', async () => {
+    const tag = 'renamed';
+    await addTag(db().knex, { tag, step: 1000 });
+    const redis = await nodeRedis();
+    // What the previous version leaves: its key `idlease:seq:renamed` holding a window, 5 IDs issued.
+    const before = createRedisSequence({ redis, knex: db().knex, tag, minStep: 1000, maxStep: 1000 });
+    const old = await before.nextBatch(5);
+    await before.close();
+    expect(await server.command('EXISTS', 'idlease:seq:{renamed}')).toBe(1);
+    await server.command('RENAME', 'idlease:seq:{renamed}', 'idlease:seq:renamed');
+    const owner = String(await server.command('HGET', 'idlease:seq:renamed', 'own'));
+    const oldProcess = new RedisKey(redisCommander(redis), 'idlease:seq:renamed', 1000, undefined, owner, 'old-process');
+    // This version, in another process, and the old version, drawing side by side.
+    const after = createRedisSequence({ redis: ioRedis(), knex: db().knex, tag, minStep: 1000, maxStep: 1000 });
+    const fresh: bigint[] = [];
+    for (let i = 0; i < 50; i++) {
+      fresh.push(await after.next());
+      const r = await oldProcess.next(3, 0, 1000);
+      if (r.kind === 'ok') old.push(...r.ids);
+    }
+    await after.close();
+    const oldTop = old.reduce((a, b) => (a > b ? a : b));
+    expect(old.length).toBeGreaterThan(5);
+    expect(fresh[0]!).toBeGreaterThan(1000n);
+    expect(fresh[0]!).toBeGreaterThan(oldTop);
+    expect(new Set([...old, ...fresh]).size).toBe(old.length + fresh.length);
   });
 
   it('values around 2^53 and up to 2^63−1 are exact, then EXHAUSTED', async () => {
@@ -308,6 +341,62 @@ describe('idlease redis status', () => {
     expect(r.code).toBe(1);
     expect(r.stderr.trim().split('\n')).toHaveLength(1);
     expect(r.stderr).toMatch(/^idlease: REDIS_UNAVAILABLE: Redis at redis:\/\/127\.0\.0\.1:1 did not answer/);
+  });
+});
+
+describe('the Redis URL of the CLI', () => {
+  const noEnv = { IDLEASE_REDIS_URL: '', REDIS_URL: '' };
+  const statusOf = (args: string[], env: NodeJS.ProcessEnv) =>
+    runCli(['--json', 'redis', 'status', 'cli-url', ...args], { env: { ...noEnv, ...env } });
+
+  it('--redis-url, then --redis-url-file, then $IDLEASE_REDIS_URL, then $REDIS_URL (the db it names included)', async () => {
+    await addTag(dbs.postgres!.knex, { tag: 'cli-url', step: 100 });
+    const inDb9 = `redis://127.0.0.1:${server.port}/9`;
+    const drawn = await runCli(['--url', dbs.postgres!.url, 'redis', 'next', 'cli-url', '-n', '2'], {
+      env: { ...noEnv, REDIS_URL: inDb9 },
+    });
+    expect(drawn.code, drawn.stderr).toBe(0);
+    expect(await server.command('EXISTS', 'idlease:seq:{cli-url}')).toBe(0);
+    const c = await nodeRedis();
+    await c.sendCommand(['SELECT', '9']);
+    expect(await c.sendCommand(['EXISTS', 'idlease:seq:{cli-url}'])).toBe(1);
+    const dead = 'redis://127.0.0.1:1';
+    const live = async (r: Awaited<ReturnType<typeof runCli>>) => {
+      expect(r.code, r.stderr).toBe(0);
+      expect(JSON.parse(r.stdout)).toMatchObject({ state: 'live', current: { issued: 2 } });
+    };
+    await live(await statusOf([], { REDIS_URL: inDb9 }));
+    await live(await statusOf([], { IDLEASE_REDIS_URL: inDb9, REDIS_URL: dead }));
+    await live(await statusOf(['--redis-url', inDb9], { IDLEASE_REDIS_URL: dead, REDIS_URL: dead }));
+    const file = path.join(mkdtempSync(path.join(tmpdir(), 'idlease-redis-url-')), 'url');
+    writeFileSync(file, `${inDb9}\n`, { mode: 0o600 });
+    await live(await statusOf(['--redis-url-file', file], { IDLEASE_REDIS_URL: dead, REDIS_URL: dead }));
+    expect((await statusOf(['--redis-url-file', file, '--redis-url', inDb9], {})).code).toBe(2);
+  });
+
+  it('a password the server refuses is BAD_CONFIG (exit 2), not REDIS_UNAVAILABLE, and is not echoed; --help offers the file and the variable', async () => {
+    const locked = await startRedis('none');
+    cleanup.push(() => locked.destroy());
+    await locked.command('CONFIG', 'SET', 'requirepass', 'right-pw');
+    for (const url of [`redis://:wrong-pw@127.0.0.1:${locked.port}`, `redis://127.0.0.1:${locked.port}`]) {
+      const r = await statusOf(['--redis-url', url], {});
+      expect(r.code, r.stderr).toBe(2);
+      expect(r.stderr.trim().split('\n')).toHaveLength(1);
+      expect(r.stderr).toMatch(/^idlease: BAD_CONFIG: Redis at redis:\/\/.*refused the credentials/);
+      expect(r.stderr).not.toContain('wrong-pw');
+    }
+    await live(await statusOf(['--redis-url', `redis://:right-pw@127.0.0.1:${locked.port}`], {}));
+    for (const cmd of [['redis', 'next'], ['redis', 'status'], ['serve']]) {
+      const help = await runCli([...cmd, '--help']);
+      expect(help.stdout).toMatch(/--redis-url-file <file>/);
+      expect(help.stdout).toMatch(/process list/);
+      expect(help.stdout).toMatch(/IDLEASE_REDIS_URL/);
+      expect(help.stdout).toMatch(/redis\+cluster:\/\//);
+    }
+    async function live(r: Awaited<ReturnType<typeof runCli>>) {
+      expect(r.code, r.stderr).toBe(0);
+      expect(JSON.parse(r.stdout)).toMatchObject({ state: 'missing' });
+    }
   });
 });
 

@@ -86,13 +86,13 @@ describe('Redis sequence split brain under a real partition', () => {
     });
     try {
       await untilProgress(ws, PER_WORKER * 0.25);
-      await until(async () => (await b.command('EXISTS', `idlease:seq:${tag}`)) === 1);
+      await until(async () => (await b.command('EXISTS', `idlease:seq:{${tag}}`)) === 1);
       await b.command('REPLICAOF', 'NO', 'ONE');
       // Namespace 1 follows the new primary; namespace 0 keeps writing to the old one.
       net.links[1]!.redirect(a.port, b.port);
       await untilProgress(ws, PER_WORKER * 0.6);
       // Both primaries answered while split: the old one to namespace 0, the new one to namespace 1.
-      const keyOn = async (r: RedisServer) => (await r.command('HGET', `idlease:seq:${tag}`, 'inc')) as string | null;
+      const keyOn = async (r: RedisServer) => (await r.command('HGET', `idlease:seq:{${tag}}`, 'inc')) as string | null;
       const [incA, incB] = [await keyOn(a), await keyOn(b)];
       // The old primary is fenced off at last.
       net.links[0]!.redirect(a.port, b.port);

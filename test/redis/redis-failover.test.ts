@@ -122,7 +122,7 @@ async function replicatedPair(fronts = 1) {
     replica,
     fronts: switchesToPrimary,
     async cutLink(tag: string) {
-      await until(async () => (await replica.command('EXISTS', `idlease:seq:${tag}`)) === 1);
+      await until(async () => (await replica.command('EXISTS', `idlease:seq:{${tag}}`)) === 1);
       link.pointTo(1); // nothing listens on port 1
     },
   };
@@ -160,7 +160,7 @@ describe('Redis sequence under Redis loss (OS workers, half on node-redis and ha
       await r.kill();
       await r.start();
       // The snapshot brought the key back, holding a window the workers went past.
-      expect(await r.command('EXISTS', 'idlease:seq:stalerdb')).toBe(1);
+      expect(await r.command('EXISTS', 'idlease:seq:{stalerdb}')).toBe(1);
     });
     report('stale RDB', o);
     expect(o.total).toBe(4 * PER_WORKER);
@@ -181,7 +181,7 @@ describe('Redis sequence under Redis loss (OS workers, half on node-redis and ha
       await r.kill();
       truncateSync(aof, fsynced);
       await r.start();
-      expect(await r.command('EXISTS', 'idlease:seq:aofsec')).toBe(1);
+      expect(await r.command('EXISTS', 'idlease:seq:{aofsec}')).toBe(1);
     });
     report('AOF everysec, cut back', o);
     expect(o.total).toBe(4 * PER_WORKER);
@@ -203,7 +203,7 @@ describe('Redis sequence under Redis loss (OS workers, half on node-redis and ha
       await untilProgress(ws, PER_WORKER * 0.5);
       await primary.kill();
       await replica.command('REPLICAOF', 'NO', 'ONE');
-      lagged = String(await replica.command('HGET', 'idlease:seq:promote', 'off'));
+      lagged = String(await replica.command('HGET', 'idlease:seq:{promote}', 'off'));
       front!.pointTo(replica.port);
     });
     report('promoted lagging replica', o);
@@ -229,7 +229,7 @@ describe('Redis sequence under Redis loss (OS workers, half on node-redis and ha
       await a.command('REPLICAOF', '127.0.0.1', String(b.port)); // a takes b's (older) copy of a's own key
       await until(async () => /master_link_status:up/.test(String(await a.command('INFO', 'replication'))));
       // The dangerous case: a's key, installed by a itself (same run_id), behind what a issued.
-      const installedBy = String(await a.command('HGET', 'idlease:seq:repromote', 'inc'));
+      const installedBy = String(await a.command('HGET', 'idlease:seq:{repromote}', 'inc'));
       expect(installedBy.split('/')[0]).toBe(/run_id:(\w+)/.exec(String(await a.command('INFO', 'server')))![1]);
       await a.command('REPLICAOF', 'NO', 'ONE');
       front!.pointTo(a.port);
@@ -324,7 +324,7 @@ describe('Redis sequence under Redis loss (OS workers, half on node-redis and ha
     const newMaster = String(await sentinels[0]!.command('SENTINEL', 'get-master-addr-by-name', 'idl'));
     const promoted = replicas.find((r) => newMaster.includes(String(r.port)))!;
     const runId = /run_id:(\w+)/.exec(String(await promoted.command('INFO', 'server')))![1];
-    expect(String(await promoted.command('HGET', 'idlease:seq:sentinel-aware', 'inc')).split('/')[0]).toBe(runId);
+    expect(String(await promoted.command('HGET', 'idlease:seq:{sentinel-aware}', 'inc')).split('/')[0]).toBe(runId);
     for (const s of o.summaries) {
       expect(s.maxCallMs).toBeLessThanOrEqual(waitTimeoutMs + commandTimeoutMs + 300);
       expect(s.errors.DB_UNAVAILABLE ?? 0).toBe(0);
@@ -342,7 +342,7 @@ describe('Redis sequence under Redis loss (OS workers, half on node-redis and ha
       ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '0', '--cluster-yes'],
       { stdio: 'ignore' },
     );
-    const key = 'idlease:seq:cluster';
+    const key = 'idlease:seq:{cluster}';
     const slot = String(await nodes[0]!.command('CLUSTER', 'KEYSLOT', key));
     const idOf = async (n: RedisServer) => String(await n.command('CLUSTER', 'MYID'));
     await until(async () => String(await nodes[0]!.command('CLUSTER', 'INFO')).includes('cluster_state:ok'));
@@ -377,7 +377,7 @@ describe('Redis sequence under Redis loss (OS workers, half on node-redis and ha
       await untilProgress(ws, 256);
       // What a restore or a promotion leaves: the key present, its window rewound, another server's identity on it.
       while (injected < 300 && ws.some((w) => w.child.exitCode === null)) {
-        await r.command('HSET', 'idlease:seq:reseed300', 'inc', `restored/${injected}`, 'off', '0');
+        await r.command('HSET', 'idlease:seq:{reseed300}', 'inc', `restored/${injected}`, 'off', '0');
         injected++;
         await new Promise((res) => setTimeout(res, 10));
       }

@@ -82,7 +82,7 @@ describe('options', () => {
   it('defaults', () => {
     const o = resolveRedisSequenceOptions({ redis, store, tag: 'order', owner: 'mine' });
     expect(o).toMatchObject({
-      key: 'idlease:seq:order',
+      key: 'idlease:seq:{order}',
       commandTimeoutMs: 1000,
       claimTimeoutMs: 2_000,
       targetLeaseMs: 10_000,
@@ -105,14 +105,12 @@ describe('options', () => {
     expect(redisCommander(s).kind).toBe('node-redis-sentinel');
   });
 
-  it('cluster clients of both libraries are refused at creation with BAD_CONFIG naming Sentinel', () => {
+  it('cluster clients of both libraries get their adapter: ioredis Cluster, node-redis createCluster(); the key is hash-tagged by the tag', () => {
     const io = new Cluster([{ host: '127.0.0.1', port: 1 }], { lazyConnect: true });
     const nr = createCluster({ rootNodes: [{ url: 'redis://127.0.0.1:1' }] });
-    for (const c of [io, nr]) {
-      expect(() => resolveRedisSequenceOptions({ redis: c, store, tag: 'x', owner: 'o' })).toThrow(
-        expect.objectContaining({ code: 'BAD_CONFIG', message: expect.stringMatching(/cluster client.*Sentinel/) }),
-      );
-    }
+    expect(redisCommander(io).kind).toBe('ioredis-cluster');
+    expect(redisCommander(nr).kind).toBe('node-redis-cluster');
+    for (const c of [io, nr]) expect(resolveRedisSequenceOptions({ redis: c, store, tag: 'x', owner: 'o' }).key).toBe('idlease:seq:{x}');
     io.disconnect();
   });
 
