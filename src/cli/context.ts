@@ -13,6 +13,7 @@ import { connectionErrorWithin, connectionProblem, describeConnectionProblem, is
 import { knexExecutor, type KnexLike } from '../drivers/knex.js';
 import { IdleaseError } from '../errors.js';
 import { settlesWithin } from '../runtime/deadline.js';
+import { refusePostgresWithoutDatabase } from './url-database.js';
 import { isForeignProtocolAnswer, postgresAnswersAt, wrongServerMessage } from './wrong-server.js';
 
 export interface GlobalOptions {
@@ -38,6 +39,7 @@ export function globals(cmd: Command): GlobalOptions {
 /** A knex handle for a CLI command: knex's own log lines (stack traces included) only with --verbose. */
 export async function openDatabase(cmd: Command, url: string | undefined, poolMax?: number): Promise<ConnectedKnex> {
   if (url !== undefined) refuseMysqlWithoutDatabase(url);
+  if (url !== undefined) refusePostgresWithoutDatabase(url);
   const dir = pgliteTarget(url)?.dir;
   if (dir !== undefined && !existsSync(path.join(dir, 'PG_VERSION'))) announceNewDatabase(cmd, dir);
   const { connect } = await import('../connect.js');

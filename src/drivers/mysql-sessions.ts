@@ -159,7 +159,7 @@ export function mysqlSessionPool(options: MysqlSessionPoolOptions): MysqlSession
       // ssl-mode=PREFERRED (the default) against a server without TLS: plain text, as the pool does.
       const plain = tlsFallbackFor(settings, err);
       if (plain === undefined) throw err;
-      return await openWith(plain);
+      return await openWith(connectionOptions(plain, options.connectTimeoutMs));
     }
   }
 
