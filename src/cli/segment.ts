@@ -8,7 +8,7 @@ import { isMigrated, migrate } from '../migrations/migrate.js';
 import { addTag, bumpTag, listTags, setFailoverGap, setStep } from '../segment/admin.js';
 import { createSegmentAllocator } from '../segment/allocator.js';
 import { MAX_ROW_STEP } from '../dialects/segments.js';
-import { resolveSegmentOptions, type SegmentAllocatorOptions } from '../segment/options.js';
+import { resolveSegmentOptions, validateTag, type SegmentAllocatorOptions } from '../segment/options.js';
 import { MAX_INT64 } from '../ids.js';
 import { sqlSegmentStore, type SegmentStore } from '../segment/store.js';
 import { pgliteTarget } from '../urls.js';
@@ -124,6 +124,7 @@ back on exit), and never repeat an ID. On a server database run \`idlease migrat
 \`idlease tag add <tag>\` first, or pass --create.`,
     )
     .action(async (tag: string, flags: TableFlags & { count: number; create?: boolean; start?: string; step?: number }, self: Command) => {
+      validateTag(tag); // before a database is opened: a tag no engine would take is refused alike
       if (flags.count > 1_000_000)
         throw new IdleaseError('BAD_ARGUMENT', `-n must be at most 1000000, got ${flags.count}; run the command again for more.`);
       const create = flags.create || isEmbedded(self) ? { start: flags.start, step: flags.step } : undefined;
