@@ -5,7 +5,7 @@ import { createRequire } from 'node:module';
 import type { Knex } from 'knex';
 import { embeddedKnexConfig, type EmbeddedConnection } from './embedded/client.js';
 import { DEFAULT_LOCK_TIMEOUT_MS } from './embedded/lock.js';
-import { tlsFallbackClient, withTlsFallback } from './drivers/tls-fallback.js';
+import { tlsFallbackFor, withTlsFallback } from './drivers/tls-fallback.js';
 import { IdleaseError } from './errors.js';
 import { DEFAULT_PGLITE_DIR, pgliteTarget, redact } from './urls.js';
 
@@ -345,4 +345,44 @@ export function embeddedConfig(connection: EmbeddedConnection): Knex.Config {
  */
 function loadKnex(): (config: Knex.Config) => Knex {
   return createRequire(import.meta.url)('knex') as (config: Knex.Config) => Knex;
+}
+
+type KnexClientClass = new (config: unknown) => { connectionSettings: unknown; acquireRawConnection(): Promise<unknown> };
+
+const classes = new Map<string, KnexClientClass>();
+
+/**
+ * knex's own client for `dialect` ('pg' or 'mysql2') whose new connections follow the mark: knex
+ * opens each one from `this.connectionSettings`, read synchronously when the attempt starts, so
+ * the second attempt swaps in the fallback settings for exactly that call.
+ */
+export function tlsFallbackClient(dialect: 'pg' | 'mysql2'): typeof Knex.Client {
+  let cls = classes.get(dialect);
+  if (cls === undefined) {
+    const req = createRequire(createRequire(import.meta.url).resolve('knex'));
+    const Base = req(dialect === 'pg' ? './lib/dialects/postgres/index.js' : './lib/dialects/mysql2/index.js') as KnexClientClass;
+    cls = class extends Base {
+      override async acquireRawConnection(): Promise<unknown> {
+        const settings = this.connectionSettings;
+        try {
+          return await super.acquireRawConnection();
+        } catch (err) {
+          const next = tlsFallbackFor(settings, err);
+          if (next === undefined) throw err;
+          // Only this call reads the swapped settings (synchronously, as it starts): others keep theirs.
+          this.connectionSettings = next;
+          let second: Promise<unknown>;
+          try {
+            second = super.acquireRawConnection();
+          } finally {
+            this.connectionSettings = settings;
+          }
+          return await second;
+        }
+      }
+    };
+    Object.defineProperty(cls, 'name', { value: dialect });
+    classes.set(dialect, cls);
+  }
+  return cls as unknown as typeof Knex.Client;
 }

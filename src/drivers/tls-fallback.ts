@@ -2,7 +2,8 @@
  * The second attempt of libpq's `sslmode=prefer`/`allow` and the mysql client's
  * `ssl-mode=PREFERRED`: neither driver has one (pg and mysql2 fail when the server has no TLS),
  * so connect() marks the connection settings with what to try next and every place that opens a
- * connection from them (knex's pool through tlsFallbackClient, the ticket sessions) retries once.
+ * connection from them (knex's pool through connect.ts's tlsFallbackClient, the ticket sessions)
+ * retries once.
  *
  * - prefer / PREFERRED: TLS first; when the server answers that it has no TLS at all (pg's
  *   SSLRequest answered 'N', mysql2's HANDSHAKE_NO_SSL_SUPPORT), plain text. A certificate that
@@ -13,8 +14,6 @@
  * The mark is a symbol key: knex's deep copy of the settings and object spread keep it, mysql2's
  * option check (for…in) and pg never see it.
  */
-import { createRequire } from 'node:module';
-import type { Knex } from 'knex';
 
 const FALLBACK = Symbol.for('idlease.tlsFallback');
 
@@ -53,44 +52,4 @@ export function tlsFallbackFor(settings: unknown, err: unknown): Record<string, 
   if (fallback === undefined) return undefined;
   const text = `${(err as { code?: unknown })?.code ?? ''} ${(err as Error)?.message ?? String(err)}`;
   return (fallback.when === 'server-has-no-tls' ? NO_TLS : TLS_REQUIRED).test(text) ? fallback.settings : undefined;
-}
-
-type KnexClientClass = new (config: unknown) => { connectionSettings: unknown; acquireRawConnection(): Promise<unknown> };
-
-const classes = new Map<string, KnexClientClass>();
-
-/**
- * knex's own client for `dialect` ('pg' or 'mysql2') whose new connections follow the mark: knex
- * opens each one from `this.connectionSettings`, read synchronously when the attempt starts, so
- * the second attempt swaps in the fallback settings for exactly that call.
- */
-export function tlsFallbackClient(dialect: 'pg' | 'mysql2'): typeof Knex.Client {
-  let cls = classes.get(dialect);
-  if (cls === undefined) {
-    const req = createRequire(createRequire(import.meta.url).resolve('knex'));
-    const Base = req(dialect === 'pg' ? './lib/dialects/postgres/index.js' : './lib/dialects/mysql2/index.js') as KnexClientClass;
-    cls = class extends Base {
-      override async acquireRawConnection(): Promise<unknown> {
-        const settings = this.connectionSettings;
-        try {
-          return await super.acquireRawConnection();
-        } catch (err) {
-          const next = tlsFallbackFor(settings, err);
-          if (next === undefined) throw err;
-          // Only this call reads the swapped settings (synchronously, as it starts): others keep theirs.
-          this.connectionSettings = next;
-          let second: Promise<unknown>;
-          try {
-            second = super.acquireRawConnection();
-          } finally {
-            this.connectionSettings = settings;
-          }
-          return await second;
-        }
-      }
-    };
-    Object.defineProperty(cls, 'name', { value: dialect });
-    classes.set(dialect, cls);
-  }
-  return cls as unknown as typeof Knex.Client;
 }
