@@ -9,7 +9,7 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync 
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CLI_BIN, runCli, type CliResult } from '../helpers/cli.js';
+import { CLI_BIN, closedPort, REPO_ROOT, runCli, runNode, TSX_LOADER, type CliResult } from '../helpers/cli.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 
 let work: string;
@@ -183,6 +183,22 @@ describe('item 11 and 12', () => {
     const r = await runCli(['--url', u.toString(), 'next', 'order'], { env });
     expect(r.code, show(r)).toBe(2);
     expect(r.stderr).toMatch(/BAD_CONFIG: .* names no database/);
+  });
+
+  it('connect() in a library app on a port nothing listens on prints nothing on stderr by itself', async () => {
+    const port = await closedPort();
+    const app = path.join(work, 'wrong-port.mts');
+    writeFileSync(
+      app,
+      `import { connect } from ${JSON.stringify(path.join(REPO_ROOT, 'src/index.ts'))};
+const knex = connect('postgres://postgres@127.0.0.1:${port}/app', { connectTimeoutMs: 2000 });
+const err = await knex.raw('SELECT 1').then(() => undefined, (e) => e);
+await knex.destroy();
+process.stdout.write(err ? 'failed' : 'connected');`,
+    );
+    const r = await runNode(['--import', TSX_LOADER, app], { env });
+    expect(r.stdout, show(r)).toBe('failed');
+    expect(r.stderr).toBe('');
   });
 
   it('tickets reshard with no server is refused and makes no ./.idlease', async () => {
