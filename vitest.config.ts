@@ -33,6 +33,7 @@ const FAILOVERS = [
   'test/redis/redis-db-failover.test.ts',
   'test/integration/next-id-crash.test.ts',
   'test/package/pack-install.test.ts',
+  'test/package/npx-checkout.test.ts',
 ];
 
 // Pure logic on in-memory stores and injected clocks: no database, so `npm run test:unit` runs

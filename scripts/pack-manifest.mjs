@@ -6,7 +6,7 @@
 // A pack that dies between the two leaves package.json.prepack beside it: postpack (or
 // `node scripts/pack-manifest.mjs postpack`) restores it.
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, renameSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 
 const manifest = new URL('../package.json', import.meta.url);
 const saved = new URL('../package.json.prepack', import.meta.url);
@@ -17,7 +17,12 @@ if (step === 'prepack') {
   if (build.status !== 0) process.exit(build.status ?? 1);
   const text = existsSync(saved) ? readFileSync(saved, 'utf8') : readFileSync(manifest, 'utf8');
   const pkg = JSON.parse(text);
-  if (!existsSync(saved)) writeFileSync(saved, text);
+  if (!existsSync(saved)) {
+    writeFileSync(saved, text);
+    // The restored package.json keeps its time: a pack does not make dist/ look older than it.
+    const { atime, mtime } = statSync(manifest);
+    utimesSync(saved, atime, mtime);
+  }
   delete pkg.scripts.prepare;
   writeFileSync(manifest, JSON.stringify(pkg, null, 2) + '\n');
 } else if (step === 'postpack') {

@@ -5,6 +5,7 @@ import { createRequire } from 'node:module';
 import type { Knex } from 'knex';
 import { embeddedKnexConfig, type EmbeddedConnection } from './embedded/client.js';
 import { DEFAULT_LOCK_TIMEOUT_MS } from './embedded/lock.js';
+import { tlsFallbackFor, withTlsFallback } from './drivers/tls-fallback.js';
 import { IdleaseError } from './errors.js';
 import { DEFAULT_PGLITE_DIR, pgliteTarget, redact, refuseStrayAt } from './urls.js';
 
@@ -51,9 +52,10 @@ export const DEFAULT_KEEPALIVE_MS = 10_000;
  *
  * URLs: mysql://user:pass@host:port/db, mariadb://…, postgres://… or postgresql://…,
  * pglite:<dir> (a directory), pglite:memory. Undefined → the embedded PGlite in ./.idlease/.
- * TLS is asked for in the URL and never dropped: `?sslmode=verify-full&sslrootcert=ca.pem`
+ * TLS words mean what libpq and the mysql client mean by them: `?sslmode=verify-full&sslrootcert=ca.pem`
  * (PostgreSQL, read by pg's own parser) or `?ssl-mode=VERIFY_IDENTITY&ssl-ca=ca.pem`
- * (MySQL/MariaDB); a TLS failure is BAD_CONFIG at the first statement (postgresConfig, mysqlConfig).
+ * (MySQL/MariaDB); no mode is prefer / PREFERRED (TLS when the server has it, else plain text);
+ * a TLS failure is BAD_CONFIG at the first statement (postgresConfig, mysqlConfig).
  * Percent-encode `@ : / %` in a password.
  * A PGlite directory is opened on first use, under a lock that keeps every other process out
  * until this knex is destroyed (src/embedded/lock.ts).
@@ -79,12 +81,14 @@ export function knexConfig(url?: string, options: ConnectOptions = {}): Knex.Con
  * knex logs to stdout, which would corrupt `--json` output; and its "can't take lock"
  * warnings are noise here, because migrate() waits for the lock itself. Its "Connection Error"
  * lines come with every failover and restart (a pooled connection found dead or retired): the
- * allocators report those themselves, typed, through their events and errors.
+ * allocators report those themselves, typed, through their events and errors. Its "Acquire
+ * connection error" (a stack trace per attempt to reach a server that is down) is the error the
+ * caller's own statement then rejects with: a library prints nothing on stderr by itself.
  */
 export function knexLog(write: (line: string) => void): Knex.Config['log'] {
   return {
     warn(message: unknown) {
-      if (/Can't take lock|release the lock manually|^Connection Error/.test(String(message))) return;
+      if (/Can't take lock|release the lock manually|^Connection Error|^Acquire connection error/.test(String(message))) return;
       write(`knex: ${String(message)}`);
     },
     error(message: unknown) {
@@ -156,28 +160,38 @@ type PgParse = (url: string, options: { useLibpqCompat: boolean }) => Record<str
 
 /**
  * PostgreSQL: the URL is read by node-postgres's own parser (pg-connection-string, the copy pg
- * depends on), with libpq's meaning of `sslmode`: disable, prefer and require encrypt without
- * checking the certificate (require with `sslrootcert` checks the chain), verify-ca checks the
- * chain against `sslrootcert`, verify-full the chain and the host name; `sslcert`/`sslkey` give
- * a client certificate. One difference from libpq, on purpose: `prefer` never falls back to
- * plain text (TLS is never silently off); use `disable` for that. A mode that asks for TLS
- * against a server without it fails (BAD_CONFIG, read by driver-errors.ts) instead.
+ * depends on), with libpq's meaning of `sslmode`: disable (plain text), allow (plain text; TLS
+ * when the server refuses plain text), prefer (the default: TLS when the server has it, else plain
+ * text), require (TLS, no certificate check; with `sslrootcert` the chain is checked, as libpq
+ * does), verify-ca (the chain against `sslrootcert`), verify-full (the chain and the host name);
+ * `sslcert`/`sslkey` give a client certificate. prefer checks the chain too when `sslrootcert` is
+ * given. Only prefer and allow ever fall back (drivers/tls-fallback.ts), and only on the server's
+ * answer about TLS, never on a certificate that does not verify. A mode given twice is refused.
  */
 function postgresConfig(url: string, extras: DriverExtras): Knex.Config {
   const fromPg = createRequire(createRequire(import.meta.url).resolve('pg'));
   const parse = (fromPg('pg-connection-string') as { parse: PgParse }).parse;
-  let parsed: Record<string, unknown>;
-  try {
-    parsed = parse(url, { useLibpqCompat: true });
-  } catch (cause) {
-    throw unparseable(url, cause);
-  }
-  // pg reads unknown keys as nothing; drop the empty ones so defaults apply.
-  const connection: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(parsed)) if (value !== undefined && value !== null && value !== '') connection[key] = value;
-  return {
-    client: 'pg',
-    connection: {
+  const mode = onlyMode(url, ['sslmode'], PG_SSL_MODES) ?? 'prefer';
+  // pg's parser knows neither allow nor an absent mode: read the URL with the mode of each attempt.
+  const read = (asMode: string): Record<string, unknown> => {
+    const withMode = /[?&]sslmode=/.test(url)
+      ? url.replace(/([?&])sslmode=[^&#]*/, `$1sslmode=${asMode}`)
+      : `${url}${url.includes('?') ? '&' : '?'}sslmode=${asMode}`;
+    let parsed: Record<string, unknown>;
+    try {
+      parsed = parse(withMode, { useLibpqCompat: true });
+    } catch (cause) {
+      throw unparseable(url, cause);
+    }
+    // pg reads unknown keys as nothing; drop the empty ones so defaults apply.
+    const connection: Record<string, unknown> = {};
+    for (const [key, value] of Object.entries(parsed)) if (value !== undefined && value !== null && value !== '') connection[key] = value;
+    delete connection.sslmode;
+    const ssl = connection.ssl as Record<string, unknown> | undefined;
+    // libpq checks the chain whenever a root certificate is given and TLS is used (prefer, require).
+    if (asMode === 'prefer' && ssl && ssl.ca !== undefined)
+      connection.ssl = { ...ssl, rejectUnauthorized: true, checkServerIdentity: () => undefined };
+    return {
       ...connection,
       host: (connection.host as string | undefined) ?? '127.0.0.1',
       user: (connection.user as string | undefined) ?? 'postgres',
@@ -185,9 +199,46 @@ function postgresConfig(url: string, extras: DriverExtras): Knex.Config {
       ...(extras.connectTimeoutMs === undefined ? {} : { connectionTimeoutMillis: extras.connectTimeoutMs }),
       keepAlive: extras.keepAliveMs > 0,
       ...(extras.keepAliveMs > 0 ? { keepAliveInitialDelayMillis: extras.keepAliveMs } : {}),
-    },
-    pool: { min: 0, max: extras.poolMax },
+    };
   };
+  const pool = { min: 0, max: extras.poolMax };
+  if (mode === 'prefer') {
+    const tls = read('prefer');
+    return { client: tlsFallbackClient('pg'), connection: withTlsFallback(tls, { ...tls, ssl: false }, 'server-has-no-tls'), pool };
+  }
+  if (mode === 'allow') {
+    return { client: tlsFallbackClient('pg'), connection: withTlsFallback(read('disable'), read('prefer'), 'server-requires-tls'), pool };
+  }
+  return { client: 'pg', connection: read(mode), pool };
+}
+
+const PG_SSL_MODES = ['disable', 'allow', 'prefer', 'require', 'verify-ca', 'verify-full'] as const;
+
+/**
+ * The TLS mode a URL names, checked against the engine's words; undefined when it names none.
+ * Given twice (under any of its spellings) it is refused: libpq and the mysql client would take
+ * one of them without a word, and `sslmode=require&sslmode=disable` must not connect in plain text.
+ */
+function onlyMode(url: string, names: readonly string[], modes: readonly string[]): string | undefined {
+  const hash = url.indexOf('#');
+  const query = url
+    .slice(0, hash < 0 ? undefined : hash)
+    .split('?')
+    .slice(1)
+    .join('?');
+  const params = new URLSearchParams(query);
+  const given = names.flatMap((name) => params.getAll(name).map((value) => ({ name, value })));
+  if (given.length > 1) {
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      `The database URL gives the TLS mode ${given.length} times (${given.map((g) => `${g.name}=${g.value}`).join(', ')}): give ${names[0]} once.`,
+    );
+  }
+  if (given.length === 0) return undefined;
+  const { name, value } = given[0]!;
+  const normal = modes.includes(value) ? value : modes.find((m) => m === value.toUpperCase().replace(/-/g, '_'));
+  if (normal === undefined) throw new IdleaseError('BAD_CONFIG', `${name}=${JSON.stringify(value)} is not one of ${modes.join(', ')}.`);
+  return normal;
 }
 
 const MYSQL_SSL_MODES = ['DISABLED', 'PREFERRED', 'REQUIRED', 'VERIFY_CA', 'VERIFY_IDENTITY'] as const;
@@ -196,10 +247,12 @@ const MYSQL_SSL_MODES = ['DISABLED', 'PREFERRED', 'REQUIRED', 'VERIFY_CA', 'VERI
  * MySQL/MariaDB: the URL is read as mysql2 reads its `uri` (WHATWG URL; other query parameters
  * pass to mysql2 as it would pass them, JSON values parsed), plus the mysql client's TLS
  * options, which mysql2 has no URL form for: `ssl-mode` (DISABLED, PREFERRED, REQUIRED,
- * VERIFY_CA, VERIFY_IDENTITY), `ssl-ca`, `ssl-cert`, `ssl-key` (files). As with PostgreSQL,
- * PREFERRED and REQUIRED encrypt without checking the certificate (REQUIRED with `ssl-ca`
- * checks the chain), VERIFY_CA checks the chain, VERIFY_IDENTITY the chain and the host name,
- * and nothing falls back to plain text.
+ * VERIFY_CA, VERIFY_IDENTITY), `ssl-ca`, `ssl-cert`, `ssl-key` (files). As the mysql client:
+ * no mode is PREFERRED (with `ssl-ca` or `ssl-cert` and no mode, VERIFY_IDENTITY), which tries
+ * TLS and falls back to plain text only when the server has no TLS (drivers/tls-fallback.ts);
+ * REQUIRED encrypts without checking the certificate (with `ssl-ca` it checks the chain),
+ * VERIFY_CA checks the chain, VERIFY_IDENTITY the chain and the host name. A mode given twice
+ * (as ssl-mode, ssl_mode or sslmode) is refused.
  */
 function mysqlConfig(url: string, extras: DriverExtras): Knex.Config {
   let parsed: URL;
@@ -220,14 +273,12 @@ function mysqlConfig(url: string, extras: DriverExtras): Knex.Config {
     }
     return found;
   };
-  const modeText = take('ssl-mode', 'sslmode');
+  const modeText = onlyMode(url, ['ssl-mode', 'ssl_mode', 'sslmode'], MYSQL_SSL_MODES);
+  take('ssl-mode', 'sslmode');
   const caFile = take('ssl-ca', 'sslrootcert');
   const certFile = take('ssl-cert', 'sslcert');
   const keyFile = take('ssl-key', 'sslkey');
-  const mode = (modeText ?? (caFile || certFile ? 'VERIFY_IDENTITY' : 'DISABLED')).toUpperCase().replace(/-/g, '_');
-  if (!(MYSQL_SSL_MODES as readonly string[]).includes(mode)) {
-    throw new IdleaseError('BAD_CONFIG', `ssl-mode=${JSON.stringify(modeText)} is not one of ${MYSQL_SSL_MODES.join(', ')}.`);
-  }
+  const mode = modeText ?? (caFile || certFile ? 'VERIFY_IDENTITY' : 'PREFERRED');
   const rest: Record<string, unknown> = {};
   for (const [key, value] of params) {
     try {
@@ -264,24 +315,24 @@ function mysqlConfig(url: string, extras: DriverExtras): Knex.Config {
       `TLS: ssl-mode=VERIFY_IDENTITY needs the host name the server's certificate names, not the address ${hostname} (mysql2 does not check an address against the certificate). Use that name, or ssl-mode=VERIFY_CA to check the chain only.`,
     );
   }
-  return {
-    client: 'mysql2',
-    connection: {
-      ...rest,
-      host: decodeURIComponent(hostname) || '127.0.0.1',
-      port: parsed.port ? Number(parsed.port) : 3306,
-      user: decodeURIComponent(parsed.username) || 'root',
-      password: decodeURIComponent(parsed.password),
-      database: decodeURIComponent(parsed.pathname.slice(1)) || undefined,
-      ...(ssl === undefined ? {} : { ssl }),
-      supportBigNumbers: true,
-      bigNumberStrings: true,
-      ...(extras.connectTimeoutMs === undefined ? {} : { connectTimeout: extras.connectTimeoutMs }),
-      enableKeepAlive: extras.keepAliveMs > 0,
-      ...(extras.keepAliveMs > 0 ? { keepAliveInitialDelay: extras.keepAliveMs } : {}),
-    },
-    pool: { min: 0, max: extras.poolMax },
+  const connection = {
+    ...rest,
+    host: decodeURIComponent(hostname) || '127.0.0.1',
+    port: parsed.port ? Number(parsed.port) : 3306,
+    user: decodeURIComponent(parsed.username) || 'root',
+    password: decodeURIComponent(parsed.password),
+    database: decodeURIComponent(parsed.pathname.slice(1)) || undefined,
+    ...(ssl === undefined ? {} : { ssl }),
+    supportBigNumbers: true,
+    bigNumberStrings: true,
+    ...(extras.connectTimeoutMs === undefined ? {} : { connectTimeout: extras.connectTimeoutMs }),
+    enableKeepAlive: extras.keepAliveMs > 0,
+    ...(extras.keepAliveMs > 0 ? { keepAliveInitialDelay: extras.keepAliveMs } : {}),
   };
+  const pool = { min: 0, max: extras.poolMax };
+  if (mode !== 'PREFERRED') return { client: 'mysql2', connection, pool };
+  const { ssl: _tls, ...plain } = connection;
+  return { client: tlsFallbackClient('mysql2'), connection: withTlsFallback(connection, plain, 'server-has-no-tls'), pool };
 }
 
 /** The knex config of a PGlite database (the directory's parent created); the CLI hands over a lock it already took. */
@@ -296,4 +347,44 @@ export function embeddedConfig(connection: EmbeddedConnection): Knex.Config {
  */
 function loadKnex(): (config: Knex.Config) => Knex {
   return createRequire(import.meta.url)('knex') as (config: Knex.Config) => Knex;
+}
+
+type KnexClientClass = new (config: unknown) => { connectionSettings: unknown; acquireRawConnection(): Promise<unknown> };
+
+const classes = new Map<string, KnexClientClass>();
+
+/**
+ * knex's own client for `dialect` ('pg' or 'mysql2') whose new connections follow the mark: knex
+ * opens each one from `this.connectionSettings`, read synchronously when the attempt starts, so
+ * the second attempt swaps in the fallback settings for exactly that call.
+ */
+export function tlsFallbackClient(dialect: 'pg' | 'mysql2'): typeof Knex.Client {
+  let cls = classes.get(dialect);
+  if (cls === undefined) {
+    const req = createRequire(createRequire(import.meta.url).resolve('knex'));
+    const Base = req(dialect === 'pg' ? './lib/dialects/postgres/index.js' : './lib/dialects/mysql2/index.js') as KnexClientClass;
+    cls = class extends Base {
+      override async acquireRawConnection(): Promise<unknown> {
+        const settings = this.connectionSettings;
+        try {
+          return await super.acquireRawConnection();
+        } catch (err) {
+          const next = tlsFallbackFor(settings, err);
+          if (next === undefined) throw err;
+          // Only this call reads the swapped settings (synchronously, as it starts): others keep theirs.
+          this.connectionSettings = next;
+          let second: Promise<unknown>;
+          try {
+            second = super.acquireRawConnection();
+          } finally {
+            this.connectionSettings = settings;
+          }
+          return await second;
+        }
+      }
+    };
+    Object.defineProperty(cls, 'name', { value: dialect });
+    classes.set(dialect, cls);
+  }
+  return cls as unknown as typeof Knex.Client;
 }

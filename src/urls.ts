@@ -22,7 +22,7 @@ export function pgliteTarget(url: string | undefined): { dir: string | undefined
     // An unset variable in a deploy script (`pglite:$DIR`) must not turn into a database that forgets every ID.
     throw new IdleaseError(
       'BAD_CONFIG',
-      'The PGlite URL "pglite:" names no directory. Use pglite:<dir> (kept on disk) or, for a throwaway database, pglite:memory.',
+      'The PGlite URL "pglite:" names no directory. Use pglite:<dir> (kept on disk), or leave the URL out for ./.idlease/pglite/ (pglite:memory keeps nothing once the process exits: it is for the library and serve, not for CLI commands).',
     );
   }
   return { dir: target };

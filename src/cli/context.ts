@@ -14,6 +14,7 @@ import { knexExecutor, type KnexLike } from '../drivers/knex.js';
 import { IdleaseError } from '../errors.js';
 import { shellWord } from '../shell.js';
 import { settlesWithin } from '../runtime/deadline.js';
+import { refusePostgresWithoutDatabase } from './url-database.js';
 import { isForeignProtocolAnswer, postgresAnswersAt, wrongServerMessage } from './wrong-server.js';
 
 export interface GlobalOptions {
@@ -41,6 +42,7 @@ export async function openDatabase(cmd: Command, url: string | undefined, poolMa
   if (url !== undefined) {
     refuseStrayAt(url);
     refuseMysqlWithoutDatabase(url);
+    refusePostgresWithoutDatabase(url);
   } else refuseSecondDefault(cmd, DEFAULT_PGLITE_DIR);
   const dir = pgliteTarget(url)?.dir;
   if (dir !== undefined && !existsSync(path.join(dir, 'PG_VERSION'))) announceNewDatabase(cmd, dir);

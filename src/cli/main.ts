@@ -56,6 +56,31 @@ function commandName(argv: readonly string[]): string | undefined {
 }
 
 /**
+ * The command `argv` stops at when that command only groups others (`idlease`, `idlease tag`,
+ * `idlease tickets`): commander would print its help on stderr and fail with "(outputHelp)".
+ * Undefined when argv asks for help or the version, or names more than a group.
+ */
+function bareGroup(program: Command, argv: readonly string[]): Command | undefined {
+  let cmd = program;
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === '--') return undefined;
+    if (cmd === program && VALUE_OPTIONS.has(arg)) {
+      i++;
+      continue;
+    }
+    if (arg.startsWith('-')) {
+      if (/^(-h|--help|-V|--version)$/.test(arg)) return undefined;
+      continue;
+    }
+    const sub = cmd.commands.find((c) => c.name() === arg || c.aliases().includes(arg));
+    if (sub === undefined) return undefined;
+    cmd = sub;
+  }
+  return cmd.commands.length > 0 ? cmd : undefined;
+}
+
+/**
  * The program with the commands `argv` can reach: only its command's module when it names a
  * known one, every module otherwise (help, a typo that commander answers with the list).
  */
@@ -118,6 +143,13 @@ export async function main(argv: string[]): Promise<number> {
     if (argv.includes('--verbose')) printCauses(err);
     return 1;
   }
+  const group = bareGroup(program, argv);
+  if (group !== undefined) {
+    // `idlease`, `idlease tag`: a command that needs one more word. As git and npm do, its help
+    // on stdout and a failing status (2: complete the command and rerun), nothing else.
+    group.outputHelp();
+    return 2;
+  }
   try {
     await program.parseAsync(argv, { from: 'user' });
     return 0;
@@ -156,12 +188,16 @@ export function cliMessage(err: IdleaseError, url: string | undefined, env: Node
     source = undefined; // an empty variable: that error is the one being printed
   }
   const fromEnv = source === 'IDLEASE_URL' || source === 'DATABASE_URL' ? source : undefined;
-  if (err.cli === undefined) {
-    return fromEnv !== undefined && err.code !== 'BAD_ARGUMENT' && !err.message.includes(`$${fromEnv}`)
-      ? `${err.message} (database URL from $${fromEnv})`
-      : err.message;
-  }
   const program = programName(env);
+  if (err.cli === undefined) {
+    // A library message that names a command (`idlease tag add x`, "CLI: idlease migrate") names
+    // it as the user ran it: npx or not, with their --url, so that it runs as printed.
+    const invocation = url !== undefined && source === '--url' ? `${program} --url ${shellWord(redact(url))}` : program;
+    const message = err.message.replace(LIBRARY_COMMAND, (_, lead: string) => `${lead}${invocation} `);
+    return fromEnv !== undefined && err.code !== 'BAD_ARGUMENT' && !message.includes(`$${fromEnv}`)
+      ? `${message} (database URL from $${fromEnv})`
+      : message;
+  }
   // A hint for the embedded default itself (tickets names it pglite:<dir>) needs no --url when the user gave none.
   const ownDefault = err.cli.url === `pglite:${DEFAULT_PGLITE_DIR}` && source === undefined;
   const target = ownDefault ? undefined : (err.cli.url ?? (url !== undefined ? redact(url) : undefined));
@@ -171,6 +207,9 @@ export function cliMessage(err: IdleaseError, url: string | undefined, env: Node
     ? `${text} (The database is the one $${fromEnv} names, as for this command.)`
     : `${text} (database URL from $${fromEnv})`;
 }
+
+/** `idlease <command>` as library messages quote it: after a backtick or "CLI: ", before a command name. */
+const LIBRARY_COMMAND = /(`|CLI: )idlease (?=(?:migrate|next|tag|tickets|decode|next-id|serve|snowflake|workers|redis)\b)/g;
 
 /** The exit code for an error code: ERROR_CATEGORIES decides (client/config → 2, else 1). */
 export function exitCodeOf(err: IdleaseError): number {

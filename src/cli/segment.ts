@@ -8,7 +8,7 @@ import { isMigrated, migrate } from '../migrations/migrate.js';
 import { addTag, bumpTag, listTags, setFailoverGap, setStep } from '../segment/admin.js';
 import { createSegmentAllocator } from '../segment/allocator.js';
 import { MAX_ROW_STEP } from '../dialects/segments.js';
-import { resolveSegmentOptions, type SegmentAllocatorOptions } from '../segment/options.js';
+import { resolveSegmentOptions, validateTag, type SegmentAllocatorOptions } from '../segment/options.js';
 import { MAX_INT64 } from '../ids.js';
 import { sqlSegmentStore, type SegmentStore } from '../segment/store.js';
 import { pgliteTarget } from '../urls.js';
@@ -75,13 +75,34 @@ function idArg(name: string, what: string): (value: string) => string {
 
 const startArg = idArg('--start', 'the first ID');
 
+/** --step: 0 and a step past the row's limit are the same mistake, refused the same way (BAD_ARGUMENT). */
+function stepArg(value: string): number {
+  const step = positiveInt('--step')(value);
+  if (step > MAX_ROW_STEP) throw new InvalidArgumentError(`--step must be at most ${MAX_ROW_STEP} IDs per lease, got ${value}.`);
+  return step;
+}
+
 function withTableFlags(cmd: Command): Command {
   return cmd
     .option('--table <name>', 'segment table', 'idlease_segments')
     .option(
       '--schema <name>',
       "PostgreSQL schema of idlease's tables (default idlease; public for an install kept where an older idlease put it)",
-    );
+    )
+    .hook('preAction', refuseSchemaOnMysql);
+}
+
+/**
+ * --schema on MySQL/MariaDB is refused here as `migrate` refuses it: ignored, it sent the user
+ * to a `migrate` that had nothing to do, and back.
+ */
+function refuseSchemaOnMysql(self: Command): void {
+  const { schema } = self.opts<{ schema?: string }>();
+  if (schema === undefined || !/^(mysql|mariadb):/i.test(targetUrl(self) ?? '')) return;
+  throw new IdleaseError(
+    'BAD_CONFIG',
+    `--schema applies to PostgreSQL only; on MySQL/MariaDB idlease's tables are in the database the URL names: leave --schema ${schema} out.`,
+  );
 }
 
 export function registerSegmentCommands(program: Command): void {
@@ -92,7 +113,7 @@ export function registerSegmentCommands(program: Command): void {
       .option('-n, --count <n>', 'how many IDs (at most 1000000)', positiveInt('-n'), 1)
       .option('--create', 'add the tag if it is missing (automatic on the embedded database)')
       .option('--start <n>', 'first ID when --create adds the tag', startArg)
-      .option('--step <n>', 'admin step when --create adds the tag', positiveInt('--step')),
+      .option('--step <n>', 'admin step when --create adds the tag', stepArg),
   )
     .addHelpText(
       'after',
@@ -103,6 +124,7 @@ back on exit), and never repeat an ID. On a server database run \`idlease migrat
 \`idlease tag add <tag>\` first, or pass --create.`,
     )
     .action(async (tag: string, flags: TableFlags & { count: number; create?: boolean; start?: string; step?: number }, self: Command) => {
+      validateTag(tag); // before a database is opened: a tag no engine would take is refused alike
       if (flags.count > 1_000_000)
         throw new IdleaseError('BAD_ARGUMENT', `-n must be at most 1000000, got ${flags.count}; run the command again for more.`);
       const create = flags.create || isEmbedded(self) ? { start: flags.start, step: flags.step } : undefined;
@@ -165,7 +187,7 @@ back on exit), and never repeat an ID. On a server database run \`idlease migrat
       .command('add <tag>')
       .description('add a segment tag (does nothing if it exists)')
       .option('--start <n>', 'first ID to hand out', startArg, '1')
-      .option('--step <n>', 'admin step: the baseline lease size', positiveInt('--step'), 1000)
+      .option('--step <n>', 'admin step: the baseline lease size', stepArg, 1000)
       .option('--description <text>', 'free text', '')
       .option('--failover-gap <n>', 'how far the first lease on a new database instance (a promoted standby) jumps (default 10000000000)'),
   ).action(
@@ -267,6 +289,15 @@ replication) or a restore from a backup, run this before starting new processes;
 docs/failover.md for the margin to use.`,
     )
     .action(async (tag: string | undefined, flags: TableFlags & { all?: boolean; by?: string; to?: string }, self: Command) => {
+      // Checked here in the command's words; bumpTag() says the same in its options' words.
+      if ((tag === undefined) === (flags.all !== true)) {
+        const how = 'give a tag or --all (one of them)';
+        throw new IdleaseError('BAD_ARGUMENT', `tag bump: ${how}.`, {
+          cli: { message: `${how}: \`{idlease} tag bump order --by 100000\` or \`{idlease} tag bump --all --by 100000\`.` },
+        });
+      }
+      if ((flags.by === undefined) === (flags.to === undefined))
+        throw new InvalidArgumentError('give one of --by <n> (raise by n IDs) or --to <id> (raise to at least id).');
       await withKnex(self, async (knex) => {
         await prepare(self, knex, flags);
         const rows = await bumpTag(knex, { tag, all: flags.all, by: flags.by, to: flags.to, table: flags.table, schema: flags.schema });

@@ -101,6 +101,19 @@ async function withServers<T>(
   // $IDLEASE_TICKET_SERVERS (whitespace-separated URLs) keeps passwords out of the process list.
   const fromEnv = (process.env.IDLEASE_TICKET_SERVERS ?? '').split(/\s+/).filter((u) => u.length > 0);
   const urls = flags.server.length > 0 ? flags.server : fromEnv.length > 0 ? fromEnv : [targetUrl(self)];
+  if (self.name() === 'reshard' && urls[0] === undefined) {
+    // Resharding the embedded default would make ./.idlease/ and move nothing anyone draws from.
+    throw new IdleaseError(
+      'BAD_ARGUMENT',
+      'tickets reshard needs the ticket servers: --server <url> once per server, in offset order (or $IDLEASE_TICKET_SERVERS).',
+      {
+        cli: {
+          message:
+            'tickets reshard needs the ticket servers: `{idlease} tickets reshard --server mysql://root@db1/app --server mysql://root@db2/app`, once per server in offset order (or set $IDLEASE_TICKET_SERVERS).',
+        },
+      },
+    );
+  }
   const offsets = flags.offsets ?? urls.map((_, i) => i + 1);
   if (offsets.length !== urls.length) {
     throw new IdleaseError(
@@ -110,13 +123,42 @@ async function withServers<T>(
   }
   const knexes = await Promise.all(urls.map((u) => openDatabase(self, u, 2)));
   try {
+    return await withReshardHint(self, flags, urls, () => withOpened());
+  } finally {
+    await Promise.all(knexes.map((k) => k.destroy()));
+  }
+
+  async function withOpened(): Promise<T> {
     // A server that is down is the allocator's business (failover); a wrong password is not.
     await Promise.all(knexes.map((k, i) => refuseBadConnection(k, urls[i], 0, false)));
     return await fn(
       knexes.map((knex, i) => ({ knex, offset: offsets[i]!, name: urls[i] ? redact(urls[i]!) : `pglite:${DEFAULT_PGLITE_DIR}` })),
     );
-  } finally {
-    await Promise.all(knexes.map((k) => k.destroy()));
+  }
+}
+
+/**
+ * A server whose ticket scheme disagrees with the command's servers is moved with `tickets
+ * reshard`: the hint names that command with the servers this one was given, as the user gave
+ * them (--server flags, $IDLEASE_TICKET_SERVERS, or --url), so it runs as printed.
+ */
+async function withReshardHint<T>(self: Command, flags: ServerFlags, urls: Array<string | undefined>, run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (err) {
+    if (!(err instanceof IdleaseError) || err.cli !== undefined || !/idlease tickets reshard/.test(err.message)) throw err;
+    // --server flags are repeated as given (passwords redacted); otherwise the servers are the
+    // --url or the environment's, which `{idlease}` carries as for any other hint.
+    const where = flags.server.length > 0 ? urls.map((u) => ` --server ${shellWord(redact(u!))}`).join('') : '';
+    const prefix = flags.server.length > 0 ? programName() : '{idlease}';
+    const extra =
+      (flags.increment !== undefined ? ` --increment ${flags.increment}` : '') +
+      (flags.sequence !== 'default' ? ` --sequence ${shellWord(flags.sequence)}` : '');
+    const message = err.message.replace(
+      /Fix the options, or move the servers to the new scheme with: idlease tickets reshard\./,
+      `Fix the options, or move the servers to the new scheme: \`${prefix} tickets reshard${where}${extra}\`${flags.server.length === 0 && process.env.IDLEASE_TICKET_SERVERS ? ' (servers from $IDLEASE_TICKET_SERVERS)' : ''}.`,
+    );
+    throw new IdleaseError(err.code, err.message, { cause: err, cli: { message } });
   }
 }
 

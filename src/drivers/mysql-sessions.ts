@@ -8,6 +8,7 @@
  */
 import { inTransaction, type SqlExecutor, type SqlResult, type SqlValue } from '../dialects/sql.js';
 import { isTransportError } from '../dialects/driver-errors.js';
+import { keepTlsFallback, tlsFallbackFor } from './tls-fallback.js';
 import { IdleaseError } from '../errors.js';
 import { beforeDeadline } from '../runtime/deadline.js';
 import { mysql2Result } from './mysql2.js';
@@ -76,7 +77,13 @@ function connectionOptions(settings: Record<string, unknown>, connectTimeoutMs: 
   // What the app's pools get per statement (drivers/mysql2.ts), these connections carry for good:
   // a per-statement options object costs mysql2 ~15 µs of CPU per query (measured: ~70 against
   // ~55 µs per draw), a fifth of the hot path.
-  return { ...out, connectTimeout: connectTimeoutMs, supportBigNumbers: true, bigNumberStrings: true, rowsAsArray: true };
+  return keepTlsFallback(settings, {
+    ...out,
+    connectTimeout: connectTimeoutMs,
+    supportBigNumbers: true,
+    bigNumberStrings: true,
+    rowsAsArray: true,
+  });
 }
 
 const closedError = () => new IdleaseError('CLOSED', 'ticket sessions closed');
@@ -145,8 +152,19 @@ export function mysqlSessionPool(options: MysqlSessionPoolOptions): MysqlSession
   }
 
   async function open(): Promise<Session> {
-    const create = await createConnection();
     const settings = connectionOptions(await options.settings(), options.connectTimeoutMs);
+    try {
+      return await openWith(settings);
+    } catch (err) {
+      // ssl-mode=PREFERRED (the default) against a server without TLS: plain text, as the pool does.
+      const plain = tlsFallbackFor(settings, err);
+      if (plain === undefined) throw err;
+      return await openWith(connectionOptions(plain, options.connectTimeoutMs));
+    }
+  }
+
+  async function openWith(settings: Record<string, unknown>): Promise<Session> {
+    const create = await createConnection();
     const conn = create(settings);
     // An error after a timed-out connect (nobody listening any more) must not crash the process.
     conn.on('error', () => undefined);

@@ -11,6 +11,7 @@ import { typedConnectionError } from '../dialects/connection-errors.js';
 import { validateIdentifier } from '../identifiers.js';
 import { nextIdMigrations, resolveNextIdOptions, type NextIdMigrateOptions } from './next-id.js';
 import { resolveSegmentsOptions, segmentsMigrations, type SegmentsMigrateOptions } from './segments.js';
+import { segmentsNoPadMigrations } from './segments-nopad.js';
 import { resolveTicketsOptions, ticketsMigrations, type TicketsMigrateOptions } from './tickets.js';
 import { relocateLegacyInstall, type Relocation } from './relocate.js';
 import type { IdleaseMigration } from './types.js';
@@ -117,7 +118,8 @@ export function planMigrations(flavor: Flavor, options: MigrateOptions = {}): Pl
   }
   const migrations: IdleaseMigration[] = [];
   const segments = resolveSegmentsOptions(options.segments);
-  if (segments) migrations.push(...segmentsMigrations(flavor, schema, segments, dropState));
+  if (segments)
+    migrations.push(...segmentsMigrations(flavor, schema, segments, dropState), ...segmentsNoPadMigrations(flavor, schema, segments));
   if (options.install !== undefined && typeof options.install !== 'boolean') {
     throw new IdleaseError('BAD_CONFIG', `install must be true or false, got ${String(options.install)}.`);
   }

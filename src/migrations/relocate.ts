@@ -45,6 +45,8 @@ const KNEX_FILES: ReadonlyMap<string, readonly string[]> = new Map([
   ['20261125000001_install', [INSTALL_TABLE]],
   ['20261125000002_segments_v2', []],
   ['20261125000003_tickets_v2', []],
+  ['20261127000001_segments_v3', []],
+  ['20261127000002_segments_nopad', []],
 ]);
 
 const IN_CODE_KINDS = new Set(['segments', 'tickets', 'workers', 'next_id', 'install']);

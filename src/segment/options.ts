@@ -1,5 +1,6 @@
 import { MAX_ROW_STEP } from '../dialects/segments.js';
 import type { Clock } from '../runtime/clock.js';
+import { MAX_TAG_LENGTH, tagProblem } from '../tags.js';
 import { IdleaseError } from '../errors.js';
 import { MAX_INT64, unsafeNumberError } from '../ids.js';
 import { DEFAULT_SEGMENT_TABLE, validateIdentifier } from '../identifiers.js';
@@ -109,36 +110,27 @@ function int(value: unknown, name: string, def: number, min: number, max: number
   return intOption(value, name, { min, max, default: def });
 }
 
-/**
- * C0 and C1 controls, DEL, and the Unicode marks that reorder or hide text (bidi embeddings,
- * overrides and isolates, LRM/RLM/ALM): in a tag they make `tag list`, logs and terminals show
- * something other than what is stored.
- */
-// eslint-disable-next-line no-control-regex
-const UNPRINTABLE = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/;
-
-/** A tag's characters checked (BAD_ARGUMENT): for tags that arrive as input (HTTP paths, CLI arguments). */
+/** A tag's text checked (BAD_ARGUMENT; src/tags.ts says what a tag may be): for tags that arrive as input (HTTP paths, CLI arguments). */
 export function validateTagText(tag: string, what = 'tag'): string {
-  if (UNPRINTABLE.test(tag)) {
-    throw new IdleaseError(
-      'BAD_ARGUMENT',
-      `${what} holds a control or text-direction character (${JSON.stringify(tag.slice(0, 40))}); tags are printable text without them.`,
-    );
+  const problem = tagProblem(tag);
+  if (problem !== undefined) {
+    throw new IdleaseError('BAD_ARGUMENT', `${what} ${JSON.stringify(tag.slice(0, 40))} ${problem}.`, {
+      cli: { message: `The tag ${JSON.stringify(tag.slice(0, 40))} ${problem}, e.g. order or user_events.` },
+    });
   }
   return tag;
 }
 
 export function validateTag(tag: unknown, what = 'tag'): string {
-  if (typeof tag === 'string') validateTagText(tag, what);
-  // Control characters are exactly what a tag may not hold (they break logs, CLI output and URLs).
-  // eslint-disable-next-line no-control-regex
-  if (typeof tag !== 'string' || tag.length < 1 || tag.length > 128 || /[\u0000-\u001f]/.test(tag)) {
+  if (typeof tag !== 'string' || tag.length < 1 || tag.length > MAX_TAG_LENGTH) {
+    const got = JSON.stringify(typeof tag === 'string' ? tag.slice(0, 40) : tag);
     throw new IdleaseError(
       'BAD_CONFIG',
-      `${what} must be a string of 1 to 128 printable characters, got ${JSON.stringify(tag)}. Example: tag: 'order'.`,
+      `${what} must be a string of 1 to ${MAX_TAG_LENGTH} printable characters, got ${got}. Example: tag: 'order'.`,
+      { cli: { message: `A tag is 1 to ${MAX_TAG_LENGTH} printable characters, got ${got}, e.g. order or user_events.` } },
     );
   }
-  return tag;
+  return validateTagText(tag, what);
 }
 
 export function validateRowStep(step: unknown, what = 'step'): number {

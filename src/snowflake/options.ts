@@ -94,6 +94,7 @@ export function resolveSnowflakeOptions(input: SnowflakeAllocatorOptions): Resol
     throw new IdleaseError(
       'BAD_CONFIG',
       `group must be a string of 1 to 128 characters, got ${JSON.stringify(group)}. Example: group: 'orders'.`,
+      { cli: { message: `--group must be 1 to 128 characters, got ${JSON.stringify(group)}, e.g. --group orders.` } },
     );
   }
   const rawLayout = input.layout ?? 'idlease';

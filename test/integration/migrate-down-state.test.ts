@@ -36,6 +36,7 @@ describe.each(['mysql', 'postgres'] as const)('down migrations keep what guards 
       'tickets:default:v2',
       'tickets:default',
       'install:idlease_install',
+      ...(flavor === 'mysql' ? ['segments:idlease_segments:v3-nopad'] : []),
       'segments:idlease_segments:v3',
       'segments:idlease_segments:v2',
       'segments:idlease_segments',

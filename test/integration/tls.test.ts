@@ -13,6 +13,7 @@ import { migrate } from '../../src/migrations/migrate.js';
 import { createSegmentAllocator } from '../../src/segment/allocator.js';
 import { IdleaseError } from '../../src/errors.js';
 import { runCli } from '../helpers/cli.js';
+import { createTestDb, type TestDb } from '../helpers/db.js';
 import { startServe } from '../helpers/serve-process.js';
 import type { ServerInstance } from '../helpers/servers.js';
 import { makeCerts, removeCerts, startTlsMariadb, startTlsPostgres, startTlsRedis, type Certs, type TlsRedis } from '../helpers/tls.js';
@@ -142,6 +143,64 @@ describe('MariaDB ssl-mode (require_secure_transport)', () => {
     const plain = new URL(inject('mysqlUrl'));
     plain.searchParams.set('ssl-mode', 'REQUIRED');
     expectTlsFailure(await tryUrl(plain.toString()));
+  });
+});
+
+/** The URL of a test database with `query` added. */
+function plus(url: string, query: string): string {
+  return `${url}${url.includes('?') ? '&' : '?'}${query}`;
+}
+
+describe('issue 38, item 4: the default and prefer mean what libpq and the mysql client mean', () => {
+  let plainPg: TestDb;
+  let plainMy: TestDb;
+  beforeAll(async () => {
+    [plainPg, plainMy] = await Promise.all([createTestDb('postgres', 'tlsprefer'), createTestDb('mysql', 'tlsprefer')]);
+  });
+  afterAll(async () => {
+    await Promise.all([plainPg?.drop(), plainMy?.drop()]);
+  });
+
+  it('no mode, prefer and allow use TLS where the server has it (PostgreSQL)', async () => {
+    expect(await tryUrl(`postgres://postgres@localhost:${pg.port}/postgres`)).toEqual({ ok: true, tls: 'true' });
+    expect(await tryUrl(pgUrl('localhost', 'sslmode=prefer'))).toEqual({ ok: true, tls: 'true' });
+    // allow: plain first; a hostssl-only server refuses it, so TLS.
+    expect(await tryUrl(pgUrl('localhost', 'sslmode=allow'))).toEqual({ ok: true, tls: 'true' });
+    // prefer with a root certificate checks the chain, as libpq does.
+    expectTlsFailure(await tryUrl(pgUrl('localhost', `sslmode=prefer&sslrootcert=${certs.wrongCa}`)));
+  });
+
+  it('no mode and prefer fall back to plain text against a server without TLS (PostgreSQL)', async () => {
+    expect(await tryUrl(plainPg.url)).toEqual({ ok: true, tls: 'false' });
+    expect(await tryUrl(plus(plainPg.url, 'sslmode=prefer'))).toEqual({ ok: true, tls: 'false' });
+    expect(await tryUrl(plus(plainPg.url, 'sslmode=allow'))).toEqual({ ok: true, tls: 'false' });
+  });
+
+  it('no ssl-mode and PREFERRED use TLS where the server has it, plain text where it has none (MariaDB)', async () => {
+    const tls = await tryUrl(`mysql://root@127.0.0.1:${my.port}/test`);
+    expect(tls.ok, JSON.stringify(tls)).toBe(true);
+    expect((tls as { tls: string }).tls).not.toBe('');
+    expect((await tryUrl(myUrl('127.0.0.1', 'ssl-mode=PREFERRED'))).ok).toBe(true);
+    expect(await tryUrl(plainMy.url)).toEqual({ ok: true, tls: '' });
+    expect(await tryUrl(plus(plainMy.url, 'ssl-mode=PREFERRED'))).toEqual({ ok: true, tls: '' });
+  });
+
+  it('a mode given twice is refused, whichever spelling (BAD_CONFIG)', () => {
+    for (const url of [
+      plus(plainPg.url, 'sslmode=require&sslmode=disable'),
+      plus(plainMy.url, 'ssl-mode=REQUIRED&ssl-mode=DISABLED'),
+      plus(plainMy.url, 'ssl-mode=REQUIRED&sslmode=DISABLED'),
+    ]) {
+      let thrown: unknown;
+      try {
+        connect(url);
+      } catch (err) {
+        thrown = err;
+      }
+      expect(thrown, url).toBeInstanceOf(IdleaseError);
+      expect((thrown as IdleaseError).code).toBe('BAD_CONFIG');
+      expect((thrown as IdleaseError).message).toMatch(/TLS mode 2 times/);
+    }
   });
 });
 

@@ -1,0 +1,2 @@
+export declare const CHECKOUT: string;
+export declare function distStaleReason(root?: string): string | undefined;
