@@ -26,7 +26,13 @@ const MOVED = [
 ];
 
 /** What migrate applies to a 0.1 install of every object: the versions added since. */
-const UPGRADE = ['segments:idlease_segments:v2', 'segments:idlease_segments:v3', 'install:idlease_install', 'tickets:default:v2', 'workers:idlease_workers:v2'];
+const UPGRADE = [
+  'segments:idlease_segments:v2',
+  'segments:idlease_segments:v3',
+  'install:idlease_install',
+  'tickets:default:v2',
+  'workers:idlease_workers:v2',
+];
 
 async function rows(knex: Knex, sql: string, bindings: readonly Knex.RawBinding[] = []): Promise<Array<Record<string, unknown>>> {
   return ((await knex.raw(sql, bindings)) as { rows: Array<Record<string, unknown>> }).rows;

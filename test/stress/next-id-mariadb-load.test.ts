@@ -84,7 +84,10 @@ describe('next_id() on MariaDB under 8 writers and a bulk load', () => {
       const why = `rows ${n} (bulk ${totals.bulk}, writers ${perWriter.join('/')}), distinct ${totals.d}, lag ms p99 ${p99} max ${max} min ${min}`;
       console.log(`next_id() MariaDB load: ${why}`);
       expect(Number(totals.bulk), why).toBe(BULK_ROWS);
-      expect(perWriter.every((r) => r > 0), why).toBe(true);
+      expect(
+        perWriter.every((r) => r > 0),
+        why,
+      ).toBe(true);
       expect(Number(totals.d), why).toBe(n);
       expect(Number(totals.nonpositive), why).toBe(0);
       expect(p99, why).toBeLessThanOrEqual(50);

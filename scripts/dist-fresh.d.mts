@@ -1,2 +1,0 @@
-export declare const CHECKOUT: string;
-export declare function distStaleReason(root?: string): string | undefined;
