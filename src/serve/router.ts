@@ -1,6 +1,6 @@
 /**
- * The route table of `idlease serve`: method + path pattern → access + handler. A new endpoint
- * is one entry here. Patterns are literal segments and `{name}` parameters; a parameter is
+ * The router of `idlease serve`: method + path pattern → access + handler (the routes
+ * themselves are listed in handlers.ts). Patterns are literal segments and `{name}` parameters; a parameter is
  * percent-decoded and, for tags, validated (no control or bidi characters).
  */
 import type http from 'node:http';
@@ -22,6 +22,8 @@ export interface Route {
   readonly access: Access;
   /** GET routes that may be asked with HEAD (no ID is spent: health and metrics only). */
   readonly head?: boolean;
+  /** A batch route: its work is queued behind the global budget (connections.ts), never run unbounded. */
+  readonly batch?: boolean;
   handle(ctx: RouteContext): Promise<void>;
 }
 
