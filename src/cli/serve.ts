@@ -47,7 +47,16 @@ export function registerServeCommand(program: Command): void {
     .option('--allowed-hosts <list>', 'answer only requests whose Host header is one of these names (comma-separated)', tagList)
     .option('--allow-no-token', 'listen beyond loopback without a token (refused otherwise)')
     .option('--max-batch <n>', 'largest n of /ids (default 10000)', positiveInt('--max-batch'))
-    .option('--max-connections <n>', 'open connections at most (default 1024)', positiveInt('--max-connections'))
+    .option(
+      '--max-connections <n>',
+      'open connections at most; beyond, the longest-idle is closed or the new one answered 503 (default 1024)',
+      positiveInt('--max-connections'),
+    )
+    .option(
+      '--max-connections-per-address <n>',
+      'open connections from one client address at most (default 128)',
+      positiveInt('--max-connections-per-address'),
+    )
     .option('--max-pipelined <n>', 'requests waiting on one connection before it is closed (default 32)', positiveInt('--max-pipelined'))
     .option(
       '--max-step <n>',
@@ -93,6 +102,7 @@ unused part of each lease back, exit 0; a second signal exits at once.`,
           allowNoToken?: boolean;
           maxBatch?: number;
           maxConnections?: number;
+          maxConnectionsPerAddress?: number;
           maxPipelined?: number;
           maxStep?: number;
           table: string;
@@ -134,6 +144,7 @@ unused part of each lease back, exit 0; a second signal exits at once.`,
                 allowedHosts: flags.allowedHosts,
                 maxBatch: flags.maxBatch,
                 maxConnections: flags.maxConnections,
+                maxConnectionsPerAddress: flags.maxConnectionsPerAddress,
                 maxPipelined: flags.maxPipelined,
                 maxStep: flags.maxStep,
                 table: flags.table,

@@ -26,6 +26,8 @@ export interface HandlerDeps {
   readonly maxBatch: number;
   readonly maxLeaseStep: number;
   readonly adminCommand: string;
+  /** Wait for this batch's turn (batch-queue.ts): 503 BUSY when the budget of queued IDs is spent. */
+  turn(req: RouteContext['req'], ids: number): Promise<void>;
   /** /readyz's status and body (`full`: the caller may see the details). */
   readiness(full: boolean): Promise<{ status: number; body: unknown }>;
   /** /metrics's body and content type. */
@@ -54,7 +56,9 @@ const segmentIds: Handler = async (d, { req, res, params, query }) => {
       );
     await d.allocators.tags.create(tag, queryParam(query, 'start'), queryParam(query, 'step'));
   }
-  sendIds(res, await (await d.allocators.tags.allocatorFor(tag)).nextBatch(n));
+  const allocator = await d.allocators.tags.allocatorFor(tag);
+  await d.turn(req, n);
+  sendIds(res, await allocator.nextBatch(n));
 };
 
 const segmentLease: Handler = async (d, { res, params, query }) => {
@@ -74,11 +78,14 @@ const redisNext: Handler = async (d, { res, params }) => {
   sendText(res, String(await (await d.allocators.sequenceFor(params.tag!)).next()));
 };
 
-const redisIds: Handler = async (d, { res, params, query }) => {
+const redisIds: Handler = async (d, { req, res, params, query }) => {
   const n = intParam(query, 'n', 1, d.maxBatch);
-  sendIds(res, await (await d.allocators.sequenceFor(params.tag!)).nextBatch(n));
+  const sequence = await d.allocators.sequenceFor(params.tag!);
+  await d.turn(req, n);
+  sendIds(res, await sequence.nextBatch(n));
 };
 
+/** Also answered before the router (server.ts); here for HEAD and for the route list. */
 const healthz: Handler = async (_d, { res }) => {
   sendJson(res, 200, { status: 'ok' });
 };
@@ -99,10 +106,10 @@ type Row = Omit<Route, 'handle'> & { readonly handler: Handler };
 const ROUTES: readonly Row[] = [
   { method: 'GET', path: '/api/segment/get/{tag}', access: 'token', handler: segmentNext },
   { method: 'GET', path: '/api/snowflake/get/{key}', access: 'token', handler: snowflakeNext },
-  { method: 'GET', path: '/v1/segment/{tag}/ids', access: 'token', handler: segmentIds, batch: true },
+  { method: 'GET', path: '/v1/segment/{tag}/ids', access: 'token', handler: segmentIds },
   { method: 'POST', path: '/v1/segment/{tag}/lease', access: 'token', handler: segmentLease },
   { method: 'GET', path: '/api/redis/get/{tag}', access: 'token', handler: redisNext },
-  { method: 'GET', path: '/v1/redis/{tag}/ids', access: 'token', handler: redisIds, batch: true },
+  { method: 'GET', path: '/v1/redis/{tag}/ids', access: 'token', handler: redisIds },
   { method: 'GET', path: '/healthz', access: 'open', head: true, handler: healthz },
   { method: 'GET', path: '/readyz', access: 'open', head: true, handler: readyz },
   { method: 'GET', path: '/metrics', access: 'metrics', head: true, handler: metrics },

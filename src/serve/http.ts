@@ -73,7 +73,9 @@ export function listenError(err: NodeJS.ErrnoException, host: string, port: numb
 export function listen(server: Server, host: string, port: number): Promise<void> {
   return new Promise<void>((resolve, reject) => {
     server.once('error', (err) => reject(listenError(err as NodeJS.ErrnoException, host, port)));
-    server.listen(port, host, () => resolve());
+    // A deep accept queue: a burst of a thousand connections must not overflow it, or the SYNs
+    // of other clients are dropped and retried after 1 s and 3 s (the kernel caps it at somaxconn).
+    server.listen({ port, host, backlog: 4096 }, () => resolve());
   });
 }
 

@@ -22,8 +22,6 @@ export interface Route {
   readonly access: Access;
   /** GET routes that may be asked with HEAD (no ID is spent: health and metrics only). */
   readonly head?: boolean;
-  /** A batch route: its work is queued behind the global budget (connections.ts), never run unbounded. */
-  readonly batch?: boolean;
   handle(ctx: RouteContext): Promise<void>;
 }
 

@@ -7,6 +7,7 @@
  * promise, and bench/serve.ts holds it to ≥ 0.9× a bare node:http counter server.
  */
 import http from 'node:http';
+import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
 import { probe } from '../dialects/connection-errors.js';
@@ -20,10 +21,12 @@ import type { SegmentAllocator } from '../segment/types.js';
 import { shellWord } from '../shell.js';
 import { ServeAllocators } from './allocators.js';
 import { createAuth } from './auth.js';
+import { createBatchQueue, DEFAULT_MAX_QUEUED_IDS } from './batch-queue.js';
 import { createConnectionLimiter } from './connections.js';
+import { createConnectionGuard, rateLimitedLog } from './guard.js';
 import { routes } from './handlers.js';
 import { errorResponder, HttpError } from './http-errors.js';
-import { answerClientError, listen, sendText, urlOf } from './http.js';
+import { answerClientError, listen, sendJson, sendText, urlOf } from './http.js';
 import { RouteTable } from './router.js';
 
 export interface ServeOptions {
@@ -57,8 +60,16 @@ export interface ServeOptions {
   readonly snowflakeGroup?: string;
   /** Requests waiting on one connection before it is closed. Default 32. */
   readonly maxPipelined?: number;
-  /** Open connections at most. Default 1024. */
+  /** Open connections at most; beyond, the longest-idle is shed or the new one answered 503. Default 1024. */
   readonly maxConnections?: number;
+  /** Open connections from one client address at most. Default 128. */
+  readonly maxConnectionsPerAddress?: number;
+  /** A complete request header must arrive within this of connecting or of the previous answer. Default 10,000 ms. */
+  readonly headerTimeoutMs?: number;
+  /** Bytes of answers written but not read, across all connections; over it the oldest unread are shed. Default 64 MiB. */
+  readonly maxHeldBytes?: number;
+  /** IDs of batch requests waiting their turn, across all connections; over it (or a quarter of it from one address) 503. Default 1,000,000. */
+  readonly maxQueuedIds?: number;
   /** A connection that moves no byte for this long is closed. Default 30,000 ms. */
   readonly idleTimeoutMs?: number;
   /** For hints: the command that reaches the served database (`idlease --url …`, password redacted). Default `idlease`. */
@@ -91,7 +102,10 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
   const allocators = new ServeAllocators({ ...o, registry });
   const tags = allocators.tags;
   const auth = createAuth(o);
-  const limiter = createConnectionLimiter(o);
+  const log = rateLimitedLog(o.logger);
+  const guard = createConnectionGuard(o, registry, log);
+  const limiter = createConnectionLimiter(o, guard);
+  const queue = createBatchQueue(o.maxQueuedIds ?? DEFAULT_MAX_QUEUED_IDS, guard.refused);
   const respondError = errorResponder(o.logger);
   let closing = false;
 
@@ -124,6 +138,7 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
       maxBatch: o.maxBatch ?? DEFAULT_MAX_BATCH,
       maxLeaseStep: Math.min(o.maxLeaseStep ?? 10_000_000, MAX_ROW_STEP),
       adminCommand,
+      turn: (req, ids) => queue.turn(guard.addressOf(req.socket), ids, !guard.mayAnswerBatch(req.socket)),
       readiness,
       metrics: async () => ({ body: await registry.metrics(), contentType: registry.contentType }),
     }),
@@ -150,8 +165,14 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
 
   function handle(req: http.IncomingMessage, res: http.ServerResponse): void {
     const done = () => limiter.done(res);
-    // The hot route without the router: a served tag spelled plainly, no query string.
     const url = req.url ?? '';
+    // Liveness ahead of any work: no router, no auth, no queue.
+    if (url === '/healthz' && (req.method === 'GET' || req.method === 'HEAD')) {
+      sendJson(res, 200, { status: 'ok' });
+      done();
+      return;
+    }
+    // The hot route without the router: a served tag spelled plainly, no query string.
     if (url.startsWith(LEAF_PREFIX) && req.method === 'GET' && !closing && PLAIN_TAG.test(url.slice(LEAF_PREFIX.length))) {
       const a = tags.allocators.get(url.slice(LEAF_PREFIX.length));
       if (a && auth.authorized(req) && !o.allowedHosts) {
@@ -177,6 +198,8 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
   const server = http.createServer(
     { maxHeaderSize: 8 * 1024, requestTimeout: 30_000, headersTimeout: 10_000, keepAliveTimeout: 5_000 },
     (req, res) => {
+      // A connection refused with 503 by the guard: its answer is written, nothing else is.
+      if (!guard.admitted(req.socket)) return;
       const length = Number(req.headers['content-length'] ?? 0);
       if (length > MAX_BODY || req.headers['transfer-encoding'] !== undefined) {
         respondError(req, res, new HttpError(413, 'PAYLOAD_TOO_LARGE', `Requests carry no body (at most ${MAX_BODY} bytes).`));
@@ -189,6 +212,7 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
     },
   );
   limiter.apply(server);
+  server.prependListener('connection', (socket: Socket) => guard.admit(socket));
   server.on('clientError', (err: NodeJS.ErrnoException, socket) => answerClientError(err, socket));
   await listen(server, o.host, o.port);
 
