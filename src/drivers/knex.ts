@@ -98,3 +98,40 @@ export function knexFlavor(knex: { readonly client: unknown }): Flavor {
     `idlease supports knex clients 'mysql2', 'pg' and PGlite (knex-pglite); this knex uses ${JSON.stringify(name || client.dialect)}.`,
   );
 }
+
+/**
+ * One connection of the knex instance's own driver and settings, outside its pool: for checks
+ * that must never queue behind the pool's work (serve's /readyz). Undefined for PGlite, which
+ * has one connection only. `ping` opens it on first use and again after a failure.
+ */
+export function sideConnection(knex: KnexLike): { ping(): Promise<void>; close(): Promise<void> } | undefined {
+  if (knexFlavor(knex) === 'pglite') return undefined;
+  const client = knex.client as {
+    acquireRawConnection(): Promise<unknown>;
+    destroyRawConnection(conn: unknown): Promise<void>;
+  };
+  if (typeof client.acquireRawConnection !== 'function') return undefined;
+  let conn: Promise<unknown> | undefined;
+  const drop = async () => {
+    const c = conn;
+    conn = undefined;
+    if (c) await c.then((x) => client.destroyRawConnection(x)).catch(() => undefined);
+  };
+  return {
+    async ping() {
+      conn ??= client.acquireRawConnection();
+      try {
+        const c = (await conn) as { query(sql: string, cb?: (err: unknown) => void): unknown };
+        // pg's Client.query returns a promise; mysql2's (callback API) takes a callback.
+        await new Promise<void>((resolve, reject) => {
+          const r = c.query('SELECT 1', (err: unknown) => (err ? reject(err) : resolve()));
+          if (r && typeof (r as Promise<unknown>).then === 'function') (r as Promise<unknown>).then(() => resolve(), reject);
+        });
+      } catch (err) {
+        await drop();
+        throw err;
+      }
+    },
+    close: drop,
+  };
+}

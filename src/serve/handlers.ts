@@ -10,7 +10,8 @@
  *   GET  /v1/redis/{tag}/ids?n=N          the same, a batch
  *   GET  /metrics  /healthz  /readyz      (HEAD too)
  */
-import { IdleaseError } from '../errors.js';
+import { typedConnectionError } from '../dialects/connection-errors.js';
+import { IdleaseError, isIdleaseError } from '../errors.js';
 import type { SegmentStore } from '../segment/store.js';
 import { shellWord } from '../shell.js';
 import type { ServeAllocators } from './allocators.js';
@@ -66,7 +67,13 @@ const segmentLease: Handler = async (d, { res, params, query }) => {
   const step = intParam(query, 'step', 1, d.maxLeaseStep);
   await d.allocators.tags.allocatorFor(tag); // only served tags
   // The same one-statement lease the allocators use: this range overlaps nobody's.
-  const r = await d.store.lease(tag, step);
+  const r = await d.store.lease(tag, step).catch((err: unknown) => {
+    // A statement that failed or did not answer in time is the database's state, not a bug here: 503, retry.
+    const typed = typedConnectionError(err);
+    throw isIdleaseError(typed)
+      ? typed
+      : new IdleaseError('DB_UNAVAILABLE', 'The remote lease statement did not succeed within its bound.', { cause: err });
+  });
   if (r.kind === 'unknown') throw new IdleaseError('UNKNOWN_TAG', `Tag ${JSON.stringify(tag)} has no row.`);
   if (r.kind === 'full')
     throw new IdleaseError('EXHAUSTED', `Tag ${JSON.stringify(tag)} cannot lease ${step} more IDs below 2^63−1 (max_id ${r.maxId}).`);

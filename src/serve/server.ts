@@ -9,11 +9,11 @@
 import http from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
-import { Registry } from 'prom-client';
-import { probe } from '../dialects/connection-errors.js';
+import { Counter, Registry } from 'prom-client';
 import { MAX_ROW_STEP } from '../dialects/segments.js';
 import { knexExecutor, type KnexLike } from '../drivers/knex.js';
 import { IdleaseError } from '../errors.js';
+import { singleFlightCache } from '../metrics/cache.js';
 import { collectMetrics } from '../metrics/collect.js';
 import { settlesWithin } from '../runtime/deadline.js';
 import { createKnexSegmentStore } from '../segment/store.js';
@@ -26,6 +26,7 @@ import { createConnectionLimiter } from './connections.js';
 import { createConnectionGuard, rateLimitedLog } from './guard.js';
 import { routes } from './handlers.js';
 import { errorResponder, HttpError } from './http-errors.js';
+import { createProber } from './probe.js';
 import { answerClientError, listen, sendJson, sendText, urlOf } from './http.js';
 import { RouteTable } from './router.js';
 
@@ -42,12 +43,13 @@ export interface ServeOptions {
    * of the same user presents it to draw through the server and to create tags there.
    */
   readonly runSecret?: string;
-  /** Require the token on /metrics too (health endpoints stay open for probes). */
-  readonly protectMetrics?: boolean;
+
   /** Let requests carrying the token add a missing tag (`/ids?create=1`). Default off. */
   readonly allowCreate?: boolean;
-  /** Host header names accepted (DNS-rebinding defence). Default: any. */
+  /** Host header names accepted besides the loopback names and `host` (DNS-rebinding defence). On a wildcard host (0.0.0.0, ::) without this list: any. */
   readonly allowedHosts?: readonly string[];
+  /** Tags created over HTTP stop when the server knows this many. Default 1,000. */
+  readonly maxTags?: number;
   readonly table?: string;
   readonly schema?: string;
   /** Largest n for /ids. Default 10,000 (a response of ~230 KB). */
@@ -101,9 +103,15 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
   collectMetrics(registry); // the metric families exist even before the first tag
   const allocators = new ServeAllocators({ ...o, registry });
   const tags = allocators.tags;
-  const auth = createAuth(o);
   const log = rateLimitedLog(o.logger);
   const guard = createConnectionGuard(o, registry, log);
+  const auth = createAuth({
+    ...o,
+    allowedHosts: hostAllowList(o.host, o.allowedHosts),
+    registry,
+    log,
+    addressOf: (req) => guard.addressOf(req.socket),
+  });
   const limiter = createConnectionLimiter(o, guard);
   const queue = createBatchQueue(o.maxQueuedIds ?? DEFAULT_MAX_QUEUED_IDS, guard.refused);
   const respondError = errorResponder(o.logger);
@@ -123,12 +131,28 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
    * of IDs is that tag's problem (its requests fail with EXHAUSTED), reported per tag, never a
    * reason to take the whole server out of rotation. Without the token: ready or not, nothing else.
    */
+  // One probe a second at most, shared by every caller, on a connection of its own (probe.ts):
+  // a flood of /readyz neither flips readiness nor queues in front of leases.
+  const prober = createProber(o.knex, db);
+  const database = singleFlightCache(async () => {
+    const answer = await prober.probe(1_000);
+    return answer === 'ok' ? 'ok' : answer === 'late' ? 'no answer within 1000 ms' : 'unreachable';
+  });
   async function readiness(full: boolean): Promise<{ status: number; body: unknown }> {
-    const answer = await probe(db, 1_000);
-    const database = answer === 'ok' ? 'ok' : answer === 'late' ? 'no answer within 1000 ms' : 'unreachable';
-    const ready = database === 'ok' && !closing;
-    return { status: ready ? 200 : 503, body: full ? { ready, database, tags: tags.report() } : { ready } };
+    const db = await database.get();
+    const ready = db === 'ok' && !closing;
+    return { status: ready ? 200 : 503, body: full ? { ready, database: db, tags: tags.report() } : { ready } };
   }
+  // At most one render a second whatever the number of scrapers or tags (a render at 5,000 tags is ~9.5 MB).
+  const renders = new Counter({
+    name: 'idlease_serve_metrics_renders_total',
+    help: 'Renders of /metrics (at most one a second, shared by every scraper)',
+    registers: [registry],
+  });
+  const metricsText = singleFlightCache(async () => {
+    renders.inc();
+    return registry.metrics();
+  });
 
   const table = new RouteTable(
     routes({
@@ -140,7 +164,7 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
       adminCommand,
       turn: (req, ids) => queue.turn(guard.addressOf(req.socket), ids, !guard.mayAnswerBatch(req.socket)),
       readiness,
-      metrics: async () => ({ body: await registry.metrics(), contentType: registry.contentType }),
+      metrics: async () => ({ body: await metricsText.get(), contentType: registry.contentType }),
     }),
   );
 
@@ -175,7 +199,7 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
     // The hot route without the router: a served tag spelled plainly, no query string.
     if (url.startsWith(LEAF_PREFIX) && req.method === 'GET' && !closing && PLAIN_TAG.test(url.slice(LEAF_PREFIX.length))) {
       const a = tags.allocators.get(url.slice(LEAF_PREFIX.length));
-      if (a && auth.authorized(req) && !o.allowedHosts) {
+      if (a && auth.authorized(req) && auth.hostAllowed(req) && !auth.limitedNow(req)) {
         a.next().then(
           (id) => {
             sendText(res, String(id));
@@ -226,7 +250,20 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
       server.closeIdleConnections();
       await settlesWithin(drained, timeoutMs);
       server.closeAllConnections();
-      await allocators.close();
+      await Promise.all([allocators.close(), prober.close()]);
     },
   };
+}
+
+const LOOPBACK_NAMES = ['localhost', '127.0.0.1', '::1'];
+
+/**
+ * The Host names answered: the loopback names, the listen address and --allowed-hosts. On a
+ * wildcard address (0.0.0.0, ::) the names clients use are not known here: any, unless
+ * --allowed-hosts lists them.
+ */
+function hostAllowList(host: string, extra: readonly string[] | undefined): string[] | undefined {
+  const wildcard = host === '0.0.0.0' || host === '::' || host === '';
+  if (wildcard && extra === undefined) return undefined;
+  return [...LOOPBACK_NAMES, ...(wildcard ? [] : [host.replace(/^\[(.*)\]$/, '$1')]), ...(extra ?? [])];
 }

@@ -108,7 +108,7 @@ it('1,024 silent reconnecting sockets from another address: /healthz < 500 ms, â
     expect(life).toBeGreaterThanOrEqual(9_900);
     expect(life).toBeLessThanOrEqual(10_500);
   }
-  const metrics = await (await fetch(`${server.url}/metrics`)).text();
+  const metrics = await (await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } })).text();
   expect(metrics).toMatch(/idlease_serve_connections_shed_total\{reason="per_address"\} [1-9]/);
   expect(metrics).toMatch(/idlease_serve_connections_shed_total\{reason="header_timeout"\} [1-9]/);
   expect(server.stderr()).toContain('"event":"shed-per-address"');
