@@ -93,7 +93,13 @@ Tags are created over HTTP only by a request with the token on a server started 
 \`idlease tag add <tag>\`. On the embedded
 database (no --url) the table is created on first use. Logs are JSON lines on stderr; the
 URL it listens on is printed on stdout. SIGTERM/SIGINT: finish requests in flight, give the
-unused part of each lease back, exit 0; a second signal exits at once.`,
+unused part of each lease back, exit 0; a second signal exits at once.
+
+With a token, /metrics takes it too (only /healthz and /readyz stay open); beyond loopback the
+token must be at least 16 bytes. Only requests whose Host is a loopback name, --host or one of
+--allowed-hosts are answered. Bounds: 128 connections per client address, 1024 in all (the
+longest-idle is closed to make room, else 503 + Retry-After); a request header within 10 s;
+batches queued fairly across addresses (503 BUSY over budget). See docs/serve.md.`,
     )
     .action(
       async (

@@ -105,12 +105,15 @@ export function knexFlavor(knex: { readonly client: unknown }): Flavor {
  * has one connection only. `ping` opens it on first use and again after a failure.
  */
 export function sideConnection(knex: KnexLike): { ping(): Promise<void>; close(): Promise<void> } | undefined {
-  if (knexFlavor(knex) === 'pglite') return undefined;
+  const flavor = knexFlavor(knex);
+  if (flavor === 'pglite') return undefined;
   const client = knex.client as {
+    driverName?: string;
     acquireRawConnection(): Promise<unknown>;
     destroyRawConnection(conn: unknown): Promise<void>;
   };
-  if (typeof client.acquireRawConnection !== 'function') return undefined;
+  // Only the network drivers: the embedded client (knex-pglite) names itself otherwise and has one connection.
+  if (typeof client.acquireRawConnection !== 'function' || !['pg', 'mysql2'].includes(client.driverName ?? '')) return undefined;
   let conn: Promise<unknown> | undefined;
   const drop = async () => {
     const c = conn;
@@ -122,11 +125,10 @@ export function sideConnection(knex: KnexLike): { ping(): Promise<void>; close()
       conn ??= client.acquireRawConnection();
       try {
         const c = (await conn) as { query(sql: string, cb?: (err: unknown) => void): unknown };
-        // pg's Client.query returns a promise; mysql2's (callback API) takes a callback.
-        await new Promise<void>((resolve, reject) => {
-          const r = c.query('SELECT 1', (err: unknown) => (err ? reject(err) : resolve()));
-          if (r && typeof (r as Promise<unknown>).then === 'function') (r as Promise<unknown>).then(() => resolve(), reject);
-        });
+        // mysql2's connection (callback API) takes a callback (its Query throws on .then); pg's Client.query returns a promise.
+        if (flavor === 'mysql')
+          await new Promise<void>((resolve, reject) => void c.query('SELECT 1', (err: unknown) => (err ? reject(err) : resolve())));
+        else await (c.query('SELECT 1') as Promise<unknown>);
       } catch (err) {
         await drop();
         throw err;

@@ -68,11 +68,13 @@ const segmentLease: Handler = async (d, { res, params, query }) => {
   await d.allocators.tags.allocatorFor(tag); // only served tags
   // The same one-statement lease the allocators use: this range overlaps nobody's.
   const r = await d.store.lease(tag, step).catch((err: unknown) => {
-    // A statement that failed or did not answer in time is the database's state, not a bug here: 503, retry.
+    // A database that is unreachable or did not answer within the statement bound is the
+    // database's state, not a bug here: 503, retry. Anything else stays what it is (500).
     const typed = typedConnectionError(err);
-    throw isIdleaseError(typed)
-      ? typed
-      : new IdleaseError('DB_UNAVAILABLE', 'The remote lease statement did not succeed within its bound.', { cause: err });
+    if (isIdleaseError(typed)) throw typed;
+    if (err instanceof Error && /did not answer within/.test(err.message))
+      throw new IdleaseError('DB_UNAVAILABLE', 'The remote lease statement did not answer within its bound.', { cause: err });
+    throw err;
   });
   if (r.kind === 'unknown') throw new IdleaseError('UNKNOWN_TAG', `Tag ${JSON.stringify(tag)} has no row.`);
   if (r.kind === 'full')

@@ -134,6 +134,7 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
   // One probe a second at most, shared by every caller, on a connection of its own (probe.ts):
   // a flood of /readyz neither flips readiness nor queues in front of leases.
   const prober = createProber(o.knex, db);
+  await prober.probe(5_000); // opens its connection now, not at the first /readyz
   const database = singleFlightCache(async () => {
     const answer = await prober.probe(1_000);
     return answer === 'ok' ? 'ok' : answer === 'late' ? 'no answer within 1000 ms' : 'unreachable';
