@@ -89,13 +89,20 @@ export function createAuth(o: AuthOptions): Auth {
   failuresCounter?.inc({ result: 'limited' }, 0);
   const failures = new Map<string, { since: number; count: number }>();
   const addressOf = o.addressOf ?? ((req: http.IncomingMessage) => req.socket.remoteAddress ?? '?');
+  // The verdict per raw Host header value: clients send the same few, and this runs on the hot route.
+  const verdicts = new Map<string, boolean>();
   const hostAllowed = (req: http.IncomingMessage): boolean => {
     if (hosts === undefined) return true;
-    const host = (req.headers.host ?? '')
+    const raw = req.headers.host ?? '';
+    const known = verdicts.get(raw);
+    if (known !== undefined) return known;
+    const host = raw
       .replace(/:\d+$/, '')
       .replace(/^\[(.*)\]$/, '$1')
       .toLowerCase();
-    return hosts.has(host);
+    const ok = hosts.has(host);
+    if (verdicts.size < 256) verdicts.set(raw, ok);
+    return ok;
   };
 
   /** Refuse a request without (the right) token, counting wrong ones per address. */

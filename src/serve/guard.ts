@@ -18,7 +18,7 @@
  *   (node checks its own `headersTimeout` only every `connectionsCheckingInterval`, 30 s by
  *   default, so sockets lived 10–40 s).
  * - **One global budget** for bytes of answers clients have not shown they read (`maxHeldBytes`,
- *   default 64 MiB): bytes written on a connection while more requests wait in its pipeline
+ *   default 32 MiB): bytes written on a connection while more requests wait in its pipeline
  *   count until the pipeline is empty. The kernel takes megabytes per loopback socket, so a
  *   client that pipelines and never reads looks like a reader to `writableNeedDrain`; this does
  *   not. Over the budget the sockets holding the oldest are shed, and one connection holding
@@ -39,14 +39,14 @@ export interface GuardLimits {
   readonly maxConnectionsPerAddress?: number;
   /** A complete request header must arrive within this of connecting or of the previous answer. Default 10,000 ms. */
   readonly headerTimeoutMs?: number;
-  /** Bytes of answers written but not read by their clients, across all connections. Default 64 MiB. */
+  /** Bytes of answers written but not read by their clients, across all connections. Default 32 MiB. */
   readonly maxHeldBytes?: number;
 }
 
 export const DEFAULT_MAX_CONNECTIONS = 1024;
 export const DEFAULT_MAX_PER_ADDRESS = 128;
 export const DEFAULT_HEADER_TIMEOUT_MS = 10_000;
-export const DEFAULT_MAX_HELD_BYTES = 64 * 1024 * 1024;
+export const DEFAULT_MAX_HELD_BYTES = 32 * 1024 * 1024;
 /** Pipelined answer bytes one connection may hold before its next batch is refused: one batch of 10,000 IDs (~220 KB) and a little. */
 const MAX_HELD_PER_CONNECTION = 256 * 1024;
 
@@ -97,9 +97,6 @@ export function createConnectionGuard(limits: GuardLimits, registry: Registry, l
 
   const conns = new Map<Socket, Conn>();
   const perAddress = new Map<string, number>();
-  // Sheddable sockets, longest idle first (a Set keeps insertion order; a socket is re-added when it becomes idle).
-  const idle = new Set<Conn>();
-  const idleByAddress = new Map<string, Set<Conn>>();
   // Sockets holding unconfirmed bytes, oldest first: what the held-bytes budget sheds.
   const holding = new Set<Conn>();
   let heldBytes = 0;
@@ -128,14 +125,13 @@ export function createConnectionGuard(limits: GuardLimits, registry: Registry, l
   for (const reason of ['per_address', 'global', 'queued_ids_global', 'queued_ids_per_address', 'held_per_connection'])
     refused.inc({ reason }, 0);
 
-  function setIdle(c: Conn, sheddable: boolean): void {
-    idle.delete(c);
-    idleByAddress.get(c.address)?.delete(c);
-    if (!sheddable) return;
-    idle.add(c);
-    let set = idleByAddress.get(c.address);
-    if (set === undefined) idleByAddress.set(c.address, (set = new Set()));
-    set.add(c);
+  // No per-request bookkeeping beyond a state and a time (this runs on the hot route): the
+  // longest-idle socket is looked for only when room is needed, by one pass over the open ones.
+  function longestIdle(address?: string): Conn | undefined {
+    let best: Conn | undefined;
+    for (const c of conns.values())
+      if (c.state !== 'busy' && (address === undefined || c.address === address) && (best === undefined || c.since < best.since)) best = c;
+    return best;
   }
 
   function unhold(c: Conn): void {
@@ -173,12 +169,10 @@ export function createConnectionGuard(limits: GuardLimits, registry: Registry, l
   function forget(c: Conn): void {
     if (!conns.delete(c.socket)) return;
     clearTimeout(c.timer);
-    setIdle(c, false);
     unhold(c);
     const n = (perAddress.get(c.address) ?? 1) - 1;
     if (n === 0) {
       perAddress.delete(c.address);
-      idleByAddress.delete(c.address);
     } else perAddress.set(c.address, n);
     open.set(conns.size);
   }
@@ -212,7 +206,7 @@ export function createConnectionGuard(limits: GuardLimits, registry: Registry, l
     admit(socket: Socket): void {
       const address = addressOf(socket);
       if ((perAddress.get(address) ?? 0) >= maxPerAddress) {
-        const victim = first(idleByAddress.get(address));
+        const victim = longestIdle(address);
         if (victim === undefined) return refuse(socket, 'per_address', address);
         shedOne(victim, 'per_address');
         log(
@@ -222,7 +216,7 @@ export function createConnectionGuard(limits: GuardLimits, registry: Registry, l
         );
       }
       if (conns.size >= maxConnections) {
-        const victim = first(idle);
+        const victim = longestIdle();
         if (victim === undefined) return refuse(socket, 'global', address);
         shedOne(victim, 'global');
         log(
@@ -234,7 +228,6 @@ export function createConnectionGuard(limits: GuardLimits, registry: Registry, l
       const c: Conn = { socket, address, state: 'fresh', since: 0, timer: undefined, mark: 0, held: 0 };
       conns.set(socket, c);
       perAddress.set(address, (perAddress.get(address) ?? 0) + 1);
-      setIdle(c, true);
       armHeaderTimer(c);
       open.set(conns.size);
       socket.once('close', () => forget(c));
@@ -244,7 +237,6 @@ export function createConnectionGuard(limits: GuardLimits, registry: Registry, l
       const c = conns.get(socket);
       if (c === undefined) return;
       c.state = 'busy';
-      setIdle(c, false);
     },
     /**
      * An answer was written on a socket whose pipeline is not empty: until it is (the client
@@ -286,7 +278,6 @@ export function createConnectionGuard(limits: GuardLimits, registry: Registry, l
       if (c === undefined || socket.destroyed) return;
       c.state = 'idle';
       unhold(c);
-      setIdle(c, true);
       armHeaderTimer(c);
     },
     /** Its answer waits for the client to read it: the socket may be shed to make room. */
@@ -294,7 +285,6 @@ export function createConnectionGuard(limits: GuardLimits, registry: Registry, l
       const c = conns.get(socket);
       if (c === undefined || socket.destroyed) return;
       c.state = 'stalled';
-      setIdle(c, true);
     },
     refused,
     /** The client address caps count against. */
