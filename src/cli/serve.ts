@@ -8,8 +8,6 @@ import { pgliteTarget } from '../connect.js';
 import { migrate } from '../migrations/migrate.js';
 import { listTags } from '../segment/admin.js';
 import { runServe } from '../serve/run.js';
-import { shellWord } from '../shell.js';
-import { redact } from '../urls.js';
 import { describeTarget, positiveInt, programName, targetUrl, withKnex } from './context.js';
 import { REDIS_URL_FILE_HELP, serveRedisUrl, withRedis } from './redis.js';
 
@@ -42,12 +40,30 @@ export function registerServeCommand(program: Command): void {
       'require Authorization: Bearer <token> on /api and /v1 (visible in the process list: prefer --token-file or $IDLEASE_TOKEN)',
     )
     .option('--token-file <file>', 'read the token from this file (default: $IDLEASE_TOKEN_FILE; trailing newline ignored)')
-    .option('--protect-metrics', 'require the token on /metrics too')
+    .option('--protect-metrics', 'accepted for older scripts: /metrics takes the token whenever one is set (refused without a token)')
     .option('--allow-create', 'let requests carrying the token add a missing tag (/v1/segment/{tag}/ids?create=1)')
-    .option('--allowed-hosts <list>', 'answer only requests whose Host header is one of these names (comma-separated)', tagList)
+    .option(
+      '--allowed-hosts <list>',
+      'Host header names answered besides the loopback names and --host (comma-separated; against DNS rebinding). On --host 0.0.0.0 or :: without it: any',
+      tagList,
+    )
+    .option(
+      '--max-tags <n>',
+      'tags created over HTTP (?create=1) stop when the server knows this many (default 1000)',
+      positiveInt('--max-tags'),
+    )
     .option('--allow-no-token', 'listen beyond loopback without a token (refused otherwise)')
     .option('--max-batch <n>', 'largest n of /ids (default 10000)', positiveInt('--max-batch'))
-    .option('--max-connections <n>', 'open connections at most (default 1024)', positiveInt('--max-connections'))
+    .option(
+      '--max-connections <n>',
+      'open connections at most; beyond, the longest-idle is closed or the new one answered 503 (default 1024)',
+      positiveInt('--max-connections'),
+    )
+    .option(
+      '--max-connections-per-address <n>',
+      'open connections from one client address at most (default 128)',
+      positiveInt('--max-connections-per-address'),
+    )
     .option('--max-pipelined <n>', 'requests waiting on one connection before it is closed (default 32)', positiveInt('--max-pipelined'))
     .option(
       '--max-step <n>',
@@ -78,7 +94,13 @@ Tags are created over HTTP only by a request with the token on a server started 
 \`idlease tag add <tag>\`. On the embedded
 database (no --url) the table is created on first use. Logs are JSON lines on stderr; the
 URL it listens on is printed on stdout. SIGTERM/SIGINT: finish requests in flight, give the
-unused part of each lease back, exit 0; a second signal exits at once.`,
+unused part of each lease back, exit 0; a second signal exits at once.
+
+With a token, /metrics takes it too (only /healthz and /readyz stay open); beyond loopback the
+token must be at least 16 bytes. Only requests whose Host is a loopback name, --host or one of
+--allowed-hosts are answered. Bounds: 128 connections per client address, 1024 in all (the
+longest-idle is closed to make room, else 503 + Retry-After); a request header within 10 s;
+batches queued fairly across addresses (503 BUSY over budget). See docs/serve.md.`,
     )
     .action(
       async (
@@ -94,6 +116,8 @@ unused part of each lease back, exit 0; a second signal exits at once.`,
           allowNoToken?: boolean;
           maxBatch?: number;
           maxConnections?: number;
+          maxConnectionsPerAddress?: number;
+          maxTags?: number;
           maxPipelined?: number;
           maxStep?: number;
           table: string;
@@ -111,6 +135,18 @@ unused part of each lease back, exit 0; a second signal exits at once.`,
           throw new IdleaseError(
             'BAD_CONFIG',
             `--host ${flags.host} listens beyond this machine without a token: give --token-file <file> (or $IDLEASE_TOKEN), or --allow-no-token if the network is the guard.`,
+          );
+        // A short token beyond loopback is guessed: 16 bytes at least (e.g. \`openssl rand -hex 16\`).
+        if (token !== undefined && !isLoopback(flags.host) && Buffer.byteLength(token) < MIN_TOKEN_BYTES)
+          throw new IdleaseError(
+            'BAD_CONFIG',
+            `The token is ${Buffer.byteLength(token)} bytes; beyond loopback (--host ${flags.host}) it must be at least ${MIN_TOKEN_BYTES}: make one with \`openssl rand -hex 16\`.`,
+          );
+        // An option that cannot do what it says is refused, not ignored (it used to start with "auth":"none").
+        if (flags.protectMetrics && token === undefined)
+          throw new IdleaseError(
+            'BAD_CONFIG',
+            '--protect-metrics needs a token to protect /metrics with: give --token-file <file> (or $IDLEASE_TOKEN); with a token, /metrics takes it anyway.',
           );
         const redisUrl = serveRedisUrl(flags);
         // A secret of this run, written only into the lock file (0600) for the CLI of the same user.
@@ -131,11 +167,12 @@ unused part of each lease back, exit 0; a second signal exits at once.`,
                 tags: flags.tags,
                 token,
                 runSecret,
-                protectMetrics: flags.protectMetrics,
                 allowCreate: flags.allowCreate,
                 allowedHosts: flags.allowedHosts,
                 maxBatch: flags.maxBatch,
                 maxConnections: flags.maxConnections,
+                maxConnectionsPerAddress: flags.maxConnectionsPerAddress,
+                maxTags: flags.maxTags,
                 maxPipelined: flags.maxPipelined,
                 maxStep: flags.maxStep,
                 table: flags.table,
@@ -143,7 +180,8 @@ unused part of each lease back, exit 0; a second signal exits at once.`,
                 snowflakeGroup: flags.snowflakeGroup,
                 shutdownTimeoutMs: flags.shutdownTimeout,
                 target: describeTarget(self),
-                adminCommand: adminCommand(self),
+                // A hint in an HTTP answer names the command, never the database URL (not even redacted).
+                adminCommand: programName(),
                 ephemeral: embedded !== undefined && embedded.dir === undefined,
                 // `idlease next` on this directory finds the server here and draws through it (the file is readable by its owner only).
                 onListening: (url) =>
@@ -186,14 +224,10 @@ function serveToken(flags: { token?: string; tokenFile?: string }): string | und
   return token;
 }
 
+const MIN_TOKEN_BYTES = 16;
+
 function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host);
-}
-
-/** The command a hint in an HTTP answer gives for tag admin on the served database: its URL, password redacted. */
-function adminCommand(cmd: Command): string {
-  const url = targetUrl(cmd);
-  return url === undefined ? programName() : `${programName()} --url ${shellWord(redact(url))}`;
 }
 
 /** A server listening on every address is reached on loopback. */

@@ -98,3 +98,42 @@ export function knexFlavor(knex: { readonly client: unknown }): Flavor {
     `idlease supports knex clients 'mysql2', 'pg' and PGlite (knex-pglite); this knex uses ${JSON.stringify(name || client.dialect)}.`,
   );
 }
+
+/**
+ * One connection of the knex instance's own driver and settings, outside its pool: for checks
+ * that must never queue behind the pool's work (serve's /readyz). Undefined for PGlite, which
+ * has one connection only. `ping` opens it on first use and again after a failure.
+ */
+export function sideConnection(knex: KnexLike): { ping(): Promise<void>; close(): Promise<void> } | undefined {
+  const flavor = knexFlavor(knex);
+  if (flavor === 'pglite') return undefined;
+  const client = knex.client as {
+    driverName?: string;
+    acquireRawConnection(): Promise<unknown>;
+    destroyRawConnection(conn: unknown): Promise<void>;
+  };
+  // Only the network drivers: the embedded client (knex-pglite) names itself otherwise and has one connection.
+  if (typeof client.acquireRawConnection !== 'function' || !['pg', 'mysql2'].includes(client.driverName ?? '')) return undefined;
+  let conn: Promise<unknown> | undefined;
+  const drop = async () => {
+    const c = conn;
+    conn = undefined;
+    if (c) await c.then((x) => client.destroyRawConnection(x)).catch(() => undefined);
+  };
+  return {
+    async ping() {
+      conn ??= client.acquireRawConnection();
+      try {
+        const c = (await conn) as { query(sql: string, cb?: (err: unknown) => void): unknown };
+        // mysql2's connection (callback API) takes a callback (its Query throws on .then); pg's Client.query returns a promise.
+        if (flavor === 'mysql')
+          await new Promise<void>((resolve, reject) => void c.query('SELECT 1', (err: unknown) => (err ? reject(err) : resolve())));
+        else await (c.query('SELECT 1') as Promise<unknown>);
+      } catch (err) {
+        await drop();
+        throw err;
+      }
+    },
+    close: drop,
+  };
+}

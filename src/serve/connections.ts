@@ -8,16 +8,17 @@
  * high-water mark ('drain' otherwise). A connection whose client does not read therefore holds at
  * most one response; one that keeps sending holds its unanswered requests, at most
  * `maxPipelined`, then is closed. A socket that neither reads nor writes for `idleTimeoutMs` is
- * closed by node (server.timeout), and `maxConnections` bounds how many sockets there are.
+ * closed by node (server.timeout). How many sockets there are, how long one may take to send a
+ * header, and how many unread bytes all of them may hold together is the guard's (guard.ts),
+ * which this limiter tells when a socket is busy, idle or stalled on a client that does not read.
  */
 import type http from 'node:http';
 import type { Socket } from 'node:net';
+import type { ConnectionGuard } from './guard.js';
 
 export interface ConnectionLimits {
   /** Requests waiting on one connection before it is closed. Default 32. */
   readonly maxPipelined?: number;
-  /** Open connections; beyond, new ones are closed at once (server.maxConnections). Default 1024. */
-  readonly maxConnections?: number;
   /** A connection that moves no byte either way this long is closed. Default 30,000 ms. */
   readonly idleTimeoutMs?: number;
 }
@@ -35,21 +36,28 @@ const lanes = new WeakMap<Socket, Lane>();
  * Runs each request's `job` in turn per connection. The job must call `done(res)` once it has
  * ended its response (the responders do).
  */
-export function createConnectionLimiter(limits: ConnectionLimits = {}) {
+export function createConnectionLimiter(limits: ConnectionLimits, guard: ConnectionGuard) {
   const maxPipelined = limits.maxPipelined ?? 32;
 
   function next(socket: Socket, lane: Lane): void {
-    const job = lane.waiting.shift();
-    if (job === undefined) {
+    if (socket.destroyed) {
+      lane.waiting.length = 0;
       lane.busy = false;
       return;
     }
+    const job = lane.waiting.shift();
+    if (job === undefined) {
+      lane.busy = false;
+      guard.idle(socket);
+      return;
+    }
+    guard.busy(socket);
     job();
   }
 
   return {
     apply(server: http.Server): void {
-      server.maxConnections = limits.maxConnections ?? 1024;
+      server.maxConnections = guard.backstop;
       server.timeout = limits.idleTimeoutMs ?? 30_000;
     },
     /** Run `job` now if the connection is free, else after the responses before it are flushed. */
@@ -62,6 +70,7 @@ export function createConnectionLimiter(limits: ConnectionLimits = {}) {
       }
       if (!lane.busy) {
         lane.busy = true;
+        guard.busy(socket);
         job();
         return;
       }
@@ -79,16 +88,17 @@ export function createConnectionLimiter(limits: ConnectionLimits = {}) {
       const socket = res.req.socket;
       const lane = lanes.get(socket);
       if (lane === undefined) return;
-      if (lane.waiting.length === 0) {
-        lane.busy = false;
-        return;
-      }
       if (socket.destroyed) {
         lane.waiting.length = 0;
         lane.busy = false;
         return;
       }
-      if (socket.writableNeedDrain) socket.once('drain', () => next(socket, lane));
+      if (lane.waiting.length > 0) guard.wrote(socket);
+      // A client that does not read its answer gets no other until it does, pipelined or not.
+      if (socket.writableNeedDrain) {
+        guard.stalled(socket);
+        socket.once('drain', () => next(socket, lane));
+      } else if (lane.waiting.length === 0) next(socket, lane);
       else setImmediate(() => next(socket, lane));
     },
   };

@@ -12,13 +12,24 @@ import type { Logger } from 'pino';
 import { errorCategory, isIdleaseError, type IdleaseErrorCode } from '../errors.js';
 
 export type HttpCode =
-  'NOT_FOUND' | 'METHOD_NOT_ALLOWED' | 'UNAUTHORIZED' | 'FORBIDDEN' | 'MISDIRECTED' | 'PAYLOAD_TOO_LARGE' | 'SHUTTING_DOWN';
+  | 'NOT_FOUND'
+  | 'METHOD_NOT_ALLOWED'
+  | 'UNAUTHORIZED'
+  | 'FORBIDDEN'
+  | 'MISDIRECTED'
+  | 'PAYLOAD_TOO_LARGE'
+  | 'SHUTTING_DOWN'
+  | 'BUSY'
+  | 'TOO_MANY_ATTEMPTS'
+  | 'TAG_QUOTA';
 
 export class HttpError extends Error {
   constructor(
     readonly status: number,
     readonly code: HttpCode | IdleaseErrorCode,
     message: string,
+    /** Extra response headers (`retry-after`). */
+    readonly headers: Readonly<Record<string, string>> = {},
   ) {
     super(message);
   }
@@ -46,11 +57,12 @@ export interface ErrorAnswer {
   readonly status: number;
   readonly code: string;
   readonly message: string;
+  readonly headers?: Readonly<Record<string, string>>;
 }
 
 /** The status, code and client-facing message of a failure. */
 export function toHttpError(err: unknown): ErrorAnswer {
-  if (err instanceof HttpError) return { status: err.status, code: err.code, message: err.message };
+  if (err instanceof HttpError) return { status: err.status, code: err.code, message: err.message, headers: err.headers };
   if (isIdleaseError(err)) {
     if (err.code === 'UNKNOWN_TAG') return { status: 404, code: err.code, message: err.message };
     const category = errorCategory(err)!;
@@ -67,7 +79,8 @@ export function errorResponder(logger: Logger): (req: http.IncomingMessage, res:
   return (req, res, err) => {
     const answer = toHttpError(err);
     const requestId = randomBytes(6).toString('hex');
-    if (answer.status >= 500) {
+    // An HttpError is a refusal of idlease's own (BUSY, SHUTTING_DOWN): counted elsewhere, not a failure to log.
+    if (answer.status >= 500 && !(err instanceof HttpError)) {
       if (Date.now() - lastLog > 1_000) {
         lastLog = Date.now();
         const cause = (err as { cause?: unknown })?.cause;
@@ -97,6 +110,7 @@ export function errorResponder(logger: Logger): (req: http.IncomingMessage, res:
       'content-type': 'application/json',
       'content-length': Buffer.byteLength(body),
       ...(answer.status === 401 ? { 'www-authenticate': 'Bearer' } : {}),
+      ...answer.headers,
     });
     res.end(body);
   };

@@ -1,40 +1,34 @@
 /**
  * `idlease serve`: segment IDs over HTTP for services in any language, on node:http. Its
- * concerns live in rooms of their own: the route table (routes.ts), the auth check (auth.ts),
- * the connection limiter (connections.ts), the error→HTTP mapper (http-errors.ts) and the
- * served tags (tags.ts); this file wires them. The hot route is one string test and one
- * resolved promise, and bench/serve.ts holds it to ≥ 0.8× a bare node:http counter server.
- *
- *   GET  /api/segment/get/{tag}           the next ID as text (Leaf's API)
- *   GET  /api/snowflake/get/{key}         a snowflake ID as text (Leaf's API; the key is only validated, as in Leaf)
- *   GET  /v1/segment/{tag}/ids?n=N        {"ids": ["…", …]}
- *   POST /v1/segment/{tag}/lease?step=S   {"start": "…", "end": "…"} — a range for a remote client
- *   GET  /api/redis/get/{tag}             with a Redis client: the next ID of the tag's Redis sequence (one order across servers)
- *   GET  /v1/redis/{tag}/ids?n=N          the same, a batch
- *   GET  /metrics  /healthz  /readyz      (HEAD too)
+ * concerns live in rooms of their own: the routes (handlers.ts) and the router (router.ts),
+ * the auth check (auth.ts), the connection limiter (connections.ts), the error→HTTP mapper
+ * (http-errors.ts), the send helpers and listen errors (http.ts) and what IDs come from
+ * (allocators.ts); this file wires them. The hot route is one string test and one resolved
+ * promise, and bench/serve.ts holds it to ≥ 0.9× a bare node:http counter server.
  */
-import { shellWord } from '../shell.js';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
-import { Registry } from 'prom-client';
+import { Counter, Registry } from 'prom-client';
 import { MAX_ROW_STEP } from '../dialects/segments.js';
-import { IdleaseError } from '../errors.js';
-import { collectMetrics } from '../metrics/collect.js';
-import { probe } from '../dialects/connection-errors.js';
 import { knexExecutor, type KnexLike } from '../drivers/knex.js';
+import { IdleaseError } from '../errors.js';
+import { singleFlightCache } from '../metrics/cache.js';
+import { collectMetrics } from '../metrics/collect.js';
 import { settlesWithin } from '../runtime/deadline.js';
 import { createKnexSegmentStore } from '../segment/store.js';
 import type { SegmentAllocator } from '../segment/types.js';
-import { createSnowflakeAllocator } from '../snowflake/allocator.js';
-import type { SnowflakeAllocator } from '../snowflake/types.js';
-import { createRedisSequence } from '../redis-sequence/sequence.js';
-import type { RedisSequence } from '../redis-sequence/types.js';
+import { shellWord } from '../shell.js';
+import { ServeAllocators } from './allocators.js';
 import { createAuth } from './auth.js';
+import { createBatchQueue, DEFAULT_MAX_QUEUED_IDS } from './batch-queue.js';
 import { createConnectionLimiter } from './connections.js';
+import { createConnectionGuard, rateLimitedLog } from './guard.js';
+import { routes } from './handlers.js';
 import { errorResponder, HttpError } from './http-errors.js';
-import { intParam, queryParam, RouteTable, type Route } from './routes.js';
-import { ServedTags } from './tags.js';
+import { createProber } from './probe.js';
+import { answerClientError, listen, sendJson, sendText, urlOf } from './http.js';
+import { RouteTable } from './router.js';
 
 export interface ServeOptions {
   readonly knex: KnexLike;
@@ -49,12 +43,13 @@ export interface ServeOptions {
    * of the same user presents it to draw through the server and to create tags there.
    */
   readonly runSecret?: string;
-  /** Require the token on /metrics too (health endpoints stay open for probes). */
-  readonly protectMetrics?: boolean;
+
   /** Let requests carrying the token add a missing tag (`/ids?create=1`). Default off. */
   readonly allowCreate?: boolean;
-  /** Host header names accepted (DNS-rebinding defence). Default: any. */
+  /** Host header names accepted besides the loopback names and `host` (DNS-rebinding defence). On a wildcard host (0.0.0.0, ::) without this list: any. */
   readonly allowedHosts?: readonly string[];
+  /** Tags created over HTTP stop when the server knows this many. Default 1,000. */
+  readonly maxTags?: number;
   readonly table?: string;
   readonly schema?: string;
   /** Largest n for /ids. Default 10,000 (a response of ~230 KB). */
@@ -67,8 +62,16 @@ export interface ServeOptions {
   readonly snowflakeGroup?: string;
   /** Requests waiting on one connection before it is closed. Default 32. */
   readonly maxPipelined?: number;
-  /** Open connections at most. Default 1024. */
+  /** Open connections at most; beyond, the longest-idle is shed or the new one answered 503. Default 1024. */
   readonly maxConnections?: number;
+  /** Open connections from one client address at most. Default 128. */
+  readonly maxConnectionsPerAddress?: number;
+  /** A complete request header must arrive within this of connecting or of the previous answer. Default 10,000 ms. */
+  readonly headerTimeoutMs?: number;
+  /** Bytes of answers written but not read, across all connections; over it the oldest unread are shed. Default 32 MiB. */
+  readonly maxHeldBytes?: number;
+  /** IDs of batch requests waiting their turn, across all connections; over it (or a quarter of it from one address) 503. Default 1,000,000. */
+  readonly maxQueuedIds?: number;
   /** A connection that moves no byte for this long is closed. Default 30,000 ms. */
   readonly idleTimeoutMs?: number;
   /** For hints: the command that reaches the served database (`idlease --url …`, password redacted). Default `idlease`. */
@@ -91,107 +94,36 @@ const MAX_BODY = 1024;
 const LEAF_PREFIX = '/api/segment/get/';
 const PLAIN_TAG = /^[A-Za-z0-9_.-]{1,128}$/;
 
-function sendText(res: http.ServerResponse, body: string): void {
-  res.writeHead(200, { 'content-type': 'text/plain', 'content-length': body.length });
-  res.end(body);
-}
-
-/** `{"ids": ["…", …]}` written by hand: a JSON.stringify replacer runs once per ID (100,000 calls for a large batch). */
-function sendIds(res: http.ServerResponse, ids: readonly bigint[]): void {
-  const body = ids.length === 0 ? '{"ids":[]}' : `{"ids":["${ids.join('","')}"]}`;
-  res.writeHead(200, { 'content-type': 'application/json', 'content-length': body.length });
-  res.end(body);
-}
-
-function sendJson(res: http.ServerResponse, status: number, value: unknown): void {
-  const body = JSON.stringify(value, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v));
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
-  res.end(body);
-}
-
 export async function startServer(o: ServeOptions): Promise<IdServer> {
   if (o.token !== undefined && o.token.length === 0)
     throw new IdleaseError('BAD_CONFIG', 'The token is empty (an unset variable?): give a real token, or none on a loopback address.');
-  const maxBatch = o.maxBatch ?? DEFAULT_MAX_BATCH;
-  const maxLeaseStep = Math.min(o.maxLeaseStep ?? 10_000_000, MAX_ROW_STEP);
-  const store = createKnexSegmentStore(o.knex, { table: o.table, schema: o.schema });
+  const adminCommand = o.adminCommand ?? 'idlease';
   const db = knexExecutor(o.knex);
   const registry = new Registry();
   collectMetrics(registry); // the metric families exist even before the first tag
-  const tags = new ServedTags({
-    knex: o.knex,
-    tags: o.tags,
-    table: o.table,
-    schema: o.schema,
-    maxStep: o.maxStep,
+  const allocators = new ServeAllocators({ ...o, registry });
+  const tags = allocators.tags;
+  const log = rateLimitedLog(o.logger);
+  const guard = createConnectionGuard(o, registry, log);
+  const auth = createAuth({
+    ...o,
+    allowedHosts: hostAllowList(o.host, o.allowedHosts),
     registry,
-    ...(o.adminCommand === undefined ? {} : { adminCommand: o.adminCommand }),
+    log,
+    addressOf: (req) => guard.addressOf(req.socket),
   });
-  const sequences = new Map<string, RedisSequence>();
-  const auth = createAuth(o);
-  const limiter = createConnectionLimiter(o);
+  const limiter = createConnectionLimiter(o, guard);
+  const queue = createBatchQueue(o.maxQueuedIds ?? DEFAULT_MAX_QUEUED_IDS, guard.refused);
   const respondError = errorResponder(o.logger);
   let closing = false;
-  // Created at the first snowflake request, so a server without idlease_workers still serves segments.
-  let snowflake: Promise<SnowflakeAllocator> | undefined;
 
   await tags.refresh();
   const missing = tags.missing();
   if (missing.length > 0) {
     throw new IdleaseError(
       'UNKNOWN_TAG',
-      `--tags names tags that do not exist: ${missing.join(', ')}. Add them first: ${missing.map((t) => `\`${o.adminCommand ?? 'idlease'} tag add ${shellWord(t)}\``).join(', ')}.`,
+      `--tags names tags that do not exist: ${missing.join(', ')}. Add them first: ${missing.map((t) => `\`${adminCommand} tag add ${shellWord(t)}\``).join(', ')}.`,
     );
-  }
-
-  /** The Redis sequence of a served tag, made on its first request. */
-  async function sequenceFor(tag: string): Promise<RedisSequence> {
-    let s = sequences.get(tag);
-    if (s) return s;
-    if (o.redis === undefined)
-      throw new HttpError(
-        404,
-        'NOT_FOUND',
-        'This server has no Redis: start it with --redis-url redis://… to serve /api/redis and /v1/redis.',
-      );
-    await tags.allocatorFor(tag); // only served tags
-    s = sequences.get(tag);
-    if (s) return s;
-    s = createRedisSequence({
-      redis: o.redis,
-      knex: o.knex,
-      tag,
-      table: o.table,
-      schema: o.schema,
-      ...(o.maxStep === undefined ? {} : { maxStep: o.maxStep }),
-    });
-    sequences.set(tag, s);
-    collectMetrics(registry, s);
-    return s;
-  }
-
-  async function snowflakeAllocator(): Promise<SnowflakeAllocator> {
-    if (!snowflake) {
-      const a = createSnowflakeAllocator({
-        knex: o.knex,
-        group: o.snowflakeGroup ?? 'serve',
-        ...(o.schema === undefined ? {} : { schema: o.schema }),
-      });
-      // The first next() claims the worker id: a missing table or no free id is reported to this
-      // request, and the next request tries afresh.
-      snowflake = a.next().then(
-        () => {
-          collectMetrics(registry, a);
-          return a;
-        },
-        async (err: unknown) => {
-          snowflake = undefined;
-          await a.close().catch(() => undefined);
-          throw err;
-        },
-      );
-    }
-    return snowflake;
   }
 
   /**
@@ -199,125 +131,55 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
    * of IDs is that tag's problem (its requests fail with EXHAUSTED), reported per tag, never a
    * reason to take the whole server out of rotation. Without the token: ready or not, nothing else.
    */
+  // One probe a second at most, shared by every caller, on a connection of its own (probe.ts):
+  // a flood of /readyz neither flips readiness nor queues in front of leases.
+  const prober = createProber(o.knex, db);
+  await prober.probe(5_000); // opens its connection now, not at the first /readyz
+  const database = singleFlightCache(async () => {
+    const answer = await prober.probe(1_000);
+    return answer === 'ok' ? 'ok' : answer === 'late' ? 'no answer within 1000 ms' : 'unreachable';
+  });
   async function readiness(full: boolean): Promise<{ status: number; body: unknown }> {
-    const answer = await probe(db, 1_000);
-    const database = answer === 'ok' ? 'ok' : answer === 'late' ? 'no answer within 1000 ms' : 'unreachable';
-    const ready = database === 'ok' && !closing;
-    return { status: ready ? 200 : 503, body: full ? { ready, database, tags: tags.report() } : { ready } };
+    const db = await database.get();
+    const ready = db === 'ok' && !closing;
+    return { status: ready ? 200 : 503, body: full ? { ready, database: db, tags: tags.report() } : { ready } };
   }
+  // At most one render a second whatever the number of scrapers or tags (a render at 5,000 tags is ~9.5 MB).
+  const renders = new Counter({
+    name: 'idlease_serve_metrics_renders_total',
+    help: 'Renders of /metrics (at most one a second, shared by every scraper)',
+    registers: [registry],
+  });
+  const metricsText = singleFlightCache(async () => {
+    renders.inc();
+    return registry.metrics();
+  });
 
-  const routes = new RouteTable([
-    {
-      method: 'GET',
-      path: '/api/segment/get/{tag}',
-      access: 'token',
-      async handle({ res, params }) {
-        sendText(res, String(await (await tags.allocatorFor(params.tag!)).next()));
-      },
-    },
-    {
-      method: 'GET',
-      path: '/api/snowflake/get/{key}',
-      access: 'token',
-      async handle({ res }) {
-        sendText(res, String(await (await snowflakeAllocator()).next()));
-      },
-    },
-    {
-      method: 'GET',
-      path: '/v1/segment/{tag}/ids',
-      access: 'token',
-      async handle({ req, res, params, query }) {
-        const n = intParam(query, 'n', 1, maxBatch);
-        if (queryParam(query, 'create') === '1') {
-          if (!auth.mayCreate(req))
-            throw new HttpError(
-              403,
-              'FORBIDDEN',
-              `Tags are created over HTTP only with the token on a server started with --allow-create; else: \`${o.adminCommand ?? 'idlease'} tag add ${shellWord(params.tag!)}\`.`,
-            );
-          await tags.create(params.tag!, queryParam(query, 'start'), queryParam(query, 'step'));
-        }
-        sendIds(res, await (await tags.allocatorFor(params.tag!)).nextBatch(n));
-      },
-    },
-    {
-      method: 'POST',
-      path: '/v1/segment/{tag}/lease',
-      access: 'token',
-      async handle({ res, params, query }) {
-        const tag = params.tag!;
-        const step = intParam(query, 'step', 1, maxLeaseStep);
-        await tags.allocatorFor(tag); // only served tags
-        // The same one-statement lease the allocators use: this range overlaps nobody's.
-        const r = await store.lease(tag, step);
-        if (r.kind === 'unknown') throw new IdleaseError('UNKNOWN_TAG', `Tag ${JSON.stringify(tag)} has no row.`);
-        if (r.kind === 'full')
-          throw new IdleaseError('EXHAUSTED', `Tag ${JSON.stringify(tag)} cannot lease ${step} more IDs below 2^63−1 (max_id ${r.maxId}).`);
-        tags.countRemoteLease(tag, step);
-        sendJson(res, 200, { start: (r.end - BigInt(step) + 1n).toString(), end: r.end.toString() });
-      },
-    },
-    {
-      method: 'GET',
-      path: '/api/redis/get/{tag}',
-      access: 'token',
-      async handle({ res, params }) {
-        sendText(res, String(await (await sequenceFor(params.tag!)).next()));
-      },
-    },
-    {
-      method: 'GET',
-      path: '/v1/redis/{tag}/ids',
-      access: 'token',
-      async handle({ res, params, query }) {
-        const n = intParam(query, 'n', 1, maxBatch);
-        sendIds(res, await (await sequenceFor(params.tag!)).nextBatch(n));
-      },
-    },
-    {
-      method: 'GET',
-      path: '/healthz',
-      access: 'open',
-      head: true,
-      async handle({ res }) {
-        sendJson(res, 200, { status: 'ok' });
-      },
-    },
-    {
-      method: 'GET',
-      path: '/readyz',
-      access: 'open',
-      head: true,
-      async handle({ req, res }) {
-        const r = await readiness(auth.required ? auth.authorized(req) : true);
-        sendJson(res, r.status, r.body);
-      },
-    },
-    {
-      method: 'GET',
-      path: '/metrics',
-      access: 'metrics',
-      head: true,
-      async handle({ res }) {
-        const body = await registry.metrics();
-        res.writeHead(200, { 'content-type': registry.contentType, 'content-length': Buffer.byteLength(body) });
-        res.end(body);
-      },
-    } satisfies Route,
-  ]);
+  const table = new RouteTable(
+    routes({
+      allocators,
+      store: createKnexSegmentStore(o.knex, { table: o.table, schema: o.schema }),
+      auth,
+      maxBatch: o.maxBatch ?? DEFAULT_MAX_BATCH,
+      maxLeaseStep: Math.min(o.maxLeaseStep ?? 10_000_000, MAX_ROW_STEP),
+      adminCommand,
+      turn: (req, ids) => queue.turn(guard.addressOf(req.socket), ids, !guard.mayAnswerBatch(req.socket)),
+      readiness,
+      metrics: async () => ({ body: await metricsText.get(), contentType: registry.contentType }),
+    }),
+  );
 
   async function route(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const url = req.url ?? '/';
     const q = url.indexOf('?');
     const path = q < 0 ? url : url.slice(0, q);
-    const found = routes.find(path, req.method ?? 'GET');
+    const found = table.find(path, req.method ?? 'GET');
     if (!found.match) {
       if (found.allowed.length > 0) {
         res.setHeader('allow', found.allowed.join(', '));
         throw new HttpError(405, 'METHOD_NOT_ALLOWED', `Use ${found.allowed.join(' or ')} here.`);
       }
-      throw new HttpError(404, 'NOT_FOUND', `No route ${JSON.stringify(path.slice(0, 100))}. Routes: ${routes.describe()}.`);
+      throw new HttpError(404, 'NOT_FOUND', `No route ${JSON.stringify(path.slice(0, 100))}. Routes: ${table.describe()}.`);
     }
     const { route: r, params } = found.match;
     auth.check(req, r.access);
@@ -328,11 +190,17 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
 
   function handle(req: http.IncomingMessage, res: http.ServerResponse): void {
     const done = () => limiter.done(res);
-    // The hot route without the router: a served tag spelled plainly, no query string.
     const url = req.url ?? '';
+    // Liveness ahead of any work: no router, no auth, no queue.
+    if (url === '/healthz' && (req.method === 'GET' || req.method === 'HEAD')) {
+      sendJson(res, 200, { status: 'ok' });
+      done();
+      return;
+    }
+    // The hot route without the router: a served tag spelled plainly, no query string.
     if (url.startsWith(LEAF_PREFIX) && req.method === 'GET' && !closing && PLAIN_TAG.test(url.slice(LEAF_PREFIX.length))) {
       const a = tags.allocators.get(url.slice(LEAF_PREFIX.length));
-      if (a && auth.authorized(req) && !o.allowedHosts) {
+      if (a && auth.authorized(req) && auth.hostAllowed(req) && !auth.limitedNow(req)) {
         a.next().then(
           (id) => {
             sendText(res, String(id));
@@ -355,6 +223,8 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
   const server = http.createServer(
     { maxHeaderSize: 8 * 1024, requestTimeout: 30_000, headersTimeout: 10_000, keepAliveTimeout: 5_000 },
     (req, res) => {
+      // A connection refused with 503 by the guard: its answer is written, nothing else is.
+      if (!guard.admitted(req.socket)) return;
       const length = Number(req.headers['content-length'] ?? 0);
       if (length > MAX_BODY || req.headers['transfer-encoding'] !== undefined) {
         respondError(req, res, new HttpError(413, 'PAYLOAD_TOO_LARGE', `Requests carry no body (at most ${MAX_BODY} bytes).`));
@@ -367,29 +237,12 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
     },
   );
   limiter.apply(server);
-  server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
-    // Malformed requests (bad request line, oversized headers): answer 400/431 and hang up, never crash.
-    if (!socket.writable) return;
-    const [status, reason, code] =
-      err.code === 'HPE_HEADER_OVERFLOW'
-        ? [431, 'Request Header Fields Too Large', 'HEADERS_TOO_LARGE']
-        : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-          ? [408, 'Request Timeout', 'REQUEST_TIMEOUT']
-          : [400, 'Bad Request', 'BAD_REQUEST'];
-    const body = JSON.stringify({ code, message: `${reason}: the request could not be parsed.` });
-    socket.end(
-      `HTTP/1.1 ${status} ${reason}\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
-    );
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', (err) => reject(listenError(err as NodeJS.ErrnoException, o.host, o.port)));
-    server.listen(o.port, o.host, () => resolve());
-  });
-  const address = server.address() as AddressInfo;
-  const url = `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
+  server.prependListener('connection', (socket: Socket) => guard.admit(socket));
+  server.on('clientError', (err: NodeJS.ErrnoException, socket) => answerClientError(err, socket));
+  await listen(server, o.host, o.port);
 
   return {
-    url,
+    url: urlOf(server),
     allocators: tags.allocators,
     async close(timeoutMs = 10_000) {
       closing = true;
@@ -398,26 +251,20 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
       server.closeIdleConnections();
       await settlesWithin(drained, timeoutMs);
       server.closeAllConnections();
-      const sf = snowflake?.catch(() => undefined);
-      await Promise.all(
-        [...tags.allocators.values(), ...sequences.values()].map((a) => a.close()).concat(sf ? [sf.then((a) => a?.close())] : []),
-      );
+      await Promise.all([allocators.close(), prober.close()]);
     },
   };
 }
 
+const LOOPBACK_NAMES = ['localhost', '127.0.0.1', '::1'];
+
 /**
- * Why the server could not listen, as the setup problem it is (BAD_CONFIG): the port is taken,
- * needs privileges, or the host is not an address of this machine. Anything else stays as it is.
+ * The Host names answered: the loopback names, the listen address and --allowed-hosts. On a
+ * wildcard address (0.0.0.0, ::) the names clients use are not known here: any, unless
+ * --allowed-hosts lists them.
  */
-function listenError(err: NodeJS.ErrnoException, host: string, port: number): unknown {
-  const at = `${host}:${port}`;
-  const why: Record<string, string> = {
-    EADDRINUSE: `${at} is already in use: stop what listens there, or pick another port (--port; 0 picks a free one)`,
-    EACCES: `listening on ${at} needs privileges this process does not have: pick a port above 1023 (--port)`,
-    EADDRNOTAVAIL: `${host} is not an address of this machine: pick one it has (--host), e.g. 127.0.0.1 or 0.0.0.0`,
-    ENOTFOUND: `${host} does not resolve: pick an address of this machine (--host), e.g. 127.0.0.1 or 0.0.0.0`,
-  };
-  const text = err.code === undefined ? undefined : why[err.code];
-  return text === undefined ? err : new IdleaseError('BAD_CONFIG', `cannot listen: ${text} (${err.message}).`, { cause: err });
+function hostAllowList(host: string, extra: readonly string[] | undefined): string[] | undefined {
+  const wildcard = host === '0.0.0.0' || host === '::' || host === '';
+  if (wildcard && extra === undefined) return undefined;
+  return [...LOOPBACK_NAMES, ...(wildcard ? [] : [host.replace(/^\[(.*)\]$/, '$1')]), ...(extra ?? [])];
 }

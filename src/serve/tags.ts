@@ -13,6 +13,7 @@ import { MAX_INT64 } from '../ids.js';
 import { collectMetrics, remoteLeaseCounter } from '../metrics/collect.js';
 import { addTag, listTags } from '../segment/admin.js';
 import { createSegmentAllocator } from '../segment/allocator.js';
+import { HttpError } from './http-errors.js';
 import type { SegmentAllocator } from '../segment/types.js';
 
 export interface ServedTagsOptions {
@@ -22,9 +23,14 @@ export interface ServedTagsOptions {
   readonly schema?: string;
   readonly maxStep?: number;
   readonly registry: Registry;
-  /** For hints: the command that reaches the served database (`idlease --url …`, password redacted). */
+  /** For hints: the program name (`idlease`); never the database URL, which no HTTP body carries. */
   readonly adminCommand?: string;
+  /** Tags created over HTTP stop when this many are known. Default 1,000. */
+  readonly maxTags?: number;
 }
+
+/** How many tags the server may know before ?create=1 is refused (the CLI's `tag add` is not bounded by it). */
+export const DEFAULT_MAX_TAGS = 1_000;
 
 export class ServedTags {
   readonly allocators = new Map<string, SegmentAllocator>();
@@ -91,7 +97,7 @@ export class ServedTags {
         'UNKNOWN_TAG',
         this.o.tags && !this.o.tags.includes(tag)
           ? `Tag ${JSON.stringify(tag)} is not served here: this server runs with --tags ${this.o.tags.join(',')}; restart it with --tags ${shellWord([...this.o.tags, tag].join(','))} to serve it.`
-          : `Tag ${JSON.stringify(tag)} does not exist. Add it: \`${this.o.adminCommand ?? 'idlease'} tag add ${shellWord(tag)}\`.`,
+          : `Tag ${JSON.stringify(tag)} does not exist. Add it: \`${this.o.adminCommand ?? 'idlease'} tag add ${shellWord(tag)}\` (with the --url this server was started with).`,
       );
     }
     return this.allocatorOf(tag);
@@ -100,6 +106,14 @@ export class ServedTags {
   /** Add a missing served tag (only for callers the auth check allowed to). */
   async create(tag: string, start: string | undefined, step: string | undefined): Promise<void> {
     if (this.known.has(tag) || !this.served(tag)) return;
+    const max = this.o.maxTags ?? DEFAULT_MAX_TAGS;
+    // Rows are permanent and every one is loaded at each start: an HTTP client may not add them without end.
+    if (this.known.size >= max)
+      throw new HttpError(
+        403,
+        'TAG_QUOTA',
+        `This server already has ${this.known.size} tags (--max-tags ${max}); no more are created over HTTP. Add one with \`${this.o.adminCommand ?? 'idlease'} tag add ${shellWord(tag)}\` (with the --url this server was started with), or restart with a higher --max-tags.`,
+      );
     if (start !== undefined && (!/^\d{1,19}$/.test(start) || BigInt(start) < 1n || BigInt(start) > MAX_INT64))
       throw new IdleaseError('BAD_ARGUMENT', `?start= must be an integer from 1 to 2^63−1, got ${JSON.stringify(start.slice(0, 40))}.`);
     let stepValue: number | undefined;

@@ -127,7 +127,9 @@ describe('connections', () => {
   function pipeline(count: number): Promise<{ answers: number; closedByServer: boolean }> {
     const { hostname, port } = new URL(open.url);
     return new Promise((resolve, reject) => {
-      const s = net.connect(Number(port), hostname, () => s.write(`GET /api/segment/get/order HTTP/1.1\r\nHost: x\r\n\r\n`.repeat(count)));
+      const s = net.connect(Number(port), hostname, () =>
+        s.write(`GET /api/segment/get/order HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`.repeat(count)),
+      );
       let text = '';
       const answers = () => text.split('HTTP/1.1 200').length - 1;
       s.on('data', (d: Buffer) => {

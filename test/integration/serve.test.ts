@@ -15,6 +15,12 @@ import { addTag, createSegmentAllocator, listTags } from '../../src/segment/inde
 
 const TOKEN = 's3cret-token';
 
+/** /metrics with the token, once the render it caches (at most one a second) is older than what the test did. */
+async function scrape(base: string): Promise<string> {
+  await new Promise((r) => setTimeout(r, 1_100));
+  return (await fetch(`${base}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } })).text();
+}
+
 async function get(url: string, init: RequestInit = {}): Promise<{ status: number; text: string; json: () => unknown }> {
   const r = await fetch(url, {
     ...init,
@@ -58,7 +64,7 @@ describe.each(ALL_FLAVORS)('idlease serve on %s', (flavor) => {
   });
 
   it('a fresh server lists every tag at zero before any ID request; remote leases and the snowflake worker are counted', async () => {
-    const fresh = await (await fetch(`${server.url}/metrics`)).text();
+    const fresh = await scrape(server.url);
     for (const tag of ['order', 'mixed', 'load']) {
       const l = `tag="${tag}"`;
       for (const name of [
@@ -80,7 +86,7 @@ describe.each(ALL_FLAVORS)('idlease serve on %s', (flavor) => {
     expect(lease.status).toBe(200);
     expect((await get(`${server.url}/v1/segment/order/lease?step=7`, { method: 'POST' })).status).toBe(200);
     expect((await get(`${server.url}/api/snowflake/get/k`)).status).toBe(200);
-    const after = await (await fetch(`${server.url}/metrics`)).text();
+    const after = await scrape(server.url);
     expect(metric(after, 'idlease_segment_remote_leases_total', 'tag="order"')).toBe(2);
     expect(metric(after, 'idlease_segment_remote_lease_ids_total', 'tag="order"')).toBe(57);
     // Remote ranges are served by the client, not counted as served here.
@@ -95,7 +101,7 @@ describe.each(ALL_FLAVORS)('idlease serve on %s', (flavor) => {
   it.each(flavor === 'pglite' ? [] : ['--tags'])('%s limits the series to the tags served', async () => {
     const limited = await startServe(dbUrl, ['--tags', 'load']);
     try {
-      const text = await (await fetch(`${limited.url}/metrics`)).text();
+      const text = await scrape(limited.url);
       expect(metric(text, 'idlease_segment_ids_served_total', 'tag="load"')).toBe(0);
       expect(text).not.toContain('tag="order"');
     } finally {
@@ -143,15 +149,16 @@ describe.each(ALL_FLAVORS)('idlease serve on %s', (flavor) => {
     // Oversized headers: 431 from the server, which keeps serving.
     const big = await fetch(`${server.url}/healthz`, { headers: { 'x-big': 'a'.repeat(20_000) } });
     expect(big.status).toBe(431);
-    // Health and metrics stay open (no --protect-metrics).
+    // Health stays open; /metrics takes the token whenever one is set.
     expect((await fetch(`${server.url}/healthz`)).status).toBe(200);
     expect((await fetch(`${server.url}/readyz`)).status).toBe(200);
-    expect((await fetch(`${server.url}/metrics`)).status).toBe(200);
+    expect((await fetch(`${server.url}/metrics`)).status).toBe(401);
+    expect((await get(`${server.url}/metrics`)).status).toBe(200);
     expect((await get(`${server.url}/api/segment/get/order`)).status).toBe(200);
   });
 
   it('4 concurrent clients × 10k IDs: no duplicate, and /metrics counts exactly what was served', async () => {
-    const before = metric(await (await fetch(`${server.url}/metrics`)).text(), 'idlease_segment_ids_served_total', 'tag="load"') || 0;
+    const before = metric(await scrape(server.url), 'idlease_segment_ids_served_total', 'tag="load"') || 0;
     const perClient = await Promise.all(
       Array.from({ length: 4 }, async () => {
         const got: bigint[] = [];
@@ -165,7 +172,7 @@ describe.each(ALL_FLAVORS)('idlease serve on %s', (flavor) => {
     expect(all.length).toBe(40_000);
     expect(new Set(all).size).toBe(all.length);
     for (const ids of perClient) for (let i = 1; i < ids.length; i++) expect(ids[i]! > ids[i - 1]!).toBe(true);
-    const text = await (await fetch(`${server.url}/metrics`)).text();
+    const text = await scrape(server.url);
     expect(metric(text, 'idlease_segment_ids_served_total', 'tag="load"') - before).toBe(40_000);
     expect(metric(text, 'idlease_segment_leases_total', 'tag="load"')).toBeGreaterThan(0);
     expect(text).toContain('idlease_segment_lease_duration_seconds_bucket{le="0.005",tag="load"}');

@@ -1,6 +1,6 @@
 /**
- * The route table of `idlease serve`: method + path pattern → access + handler. A new endpoint
- * is one entry here. Patterns are literal segments and `{name}` parameters; a parameter is
+ * The router of `idlease serve`: method + path pattern → access + handler (the routes
+ * themselves are listed in handlers.ts). Patterns are literal segments and `{name}` parameters; a parameter is
  * percent-decoded and, for tags, validated (no control or bidi characters).
  */
 import type http from 'node:http';
@@ -69,6 +69,9 @@ function decodeParam(name: string, segment: string): string {
   } catch {
     throw new IdleaseError('BAD_ARGUMENT', `The ${name} in the path is not valid percent-encoding.`);
   }
+  // A tag is at most 128 characters (the column's width): longer is the caller's mistake, a 400, not a database error.
+  if (value.length > 128)
+    throw new IdleaseError('BAD_ARGUMENT', `The ${name} in the path is ${value.length} characters long; at most 128.`);
   return validateTagText(value, `the ${name} in the path`);
 }
 
