@@ -71,8 +71,9 @@ describe('migrate options are validated before any SQL runs', () => {
     expect(() => planMigrations('mysql', { schema: 'ids' })).toThrow(/database name in the connection/);
   });
 
-  it('refuses next_id() on MySQL', () => {
-    expect(codeOf(() => planMigrations('mysql', { nextId: true }))).toBe('BAD_CONFIG');
+  it('refuses a next_id() schema or several shards on MySQL (one shard per database there)', () => {
+    expect(codeOf(() => planMigrations('mysql', { nextId: { schema: 'ids', shard: 1 } }))).toBe('BAD_CONFIG');
+    expect(() => planMigrations('mysql', { nextId: { shard: 1, shards: 2 } })).toThrow(/leave out schema and shards/);
   });
 
   it('names the offending value and a fix in the message', () => {
