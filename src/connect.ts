@@ -74,7 +74,7 @@ export function connectOpenPGlite(dir: string, open: object, log: (line: string)
 
 /** The knex config connect() uses, for knexfiles and apps that build their own knex. */
 export function knexConfig(url?: string, options: ConnectOptions = {}): Knex.Config {
-  return { ...driverConfig(url, options), log: knexLog(options.log ?? toStderr) };
+  return { ...driverConfig(url, options), log: options.log === undefined ? knexLog(toStderr, true) : knexLog(options.log) };
 }
 
 /**
@@ -85,10 +85,14 @@ export function knexConfig(url?: string, options: ConnectOptions = {}): Knex.Con
  * connection error" (a stack trace per attempt to reach a server that is down) is the error the
  * caller's own statement then rejects with: a library prints nothing on stderr by itself.
  */
-export function knexLog(write: (line: string) => void): Knex.Config['log'] {
+export function knexLog(write: (line: string) => void, toOwnStderr = false): Knex.Config['log'] {
+  // A caller that gave its own sink (the CLI's --verbose) asked to see the attempts.
+  const dropped = toOwnStderr
+    ? /Can't take lock|release the lock manually|^Connection Error|^Acquire connection error/
+    : /Can't take lock|release the lock manually|^Connection Error/;
   return {
     warn(message: unknown) {
-      if (/Can't take lock|release the lock manually|^Connection Error|^Acquire connection error/.test(String(message))) return;
+      if (dropped.test(String(message))) return;
       write(`knex: ${String(message)}`);
     },
     error(message: unknown) {

@@ -28,7 +28,12 @@ export function postgresAnswersAt(host: string, port: number, timeoutMs: number)
 
 /** What pg says when the server at the other end speaks MySQL's protocol (it sends a greeting first). */
 export function isForeignProtocolAnswer(err: unknown): boolean {
-  return /unexpected \w+ message from backend|Received unexpected|Unknown message code/i.test(String((err as Error)?.message ?? ''));
+  // The last one: with sslmode prefer (the default) pg first sends an SSLRequest, which a
+  // PostgreSQL server answers with one byte, S or N; a server that speaks first (MySQL's greeting)
+  // answers with anything else.
+  return /unexpected \w+ message from backend|Received unexpected|Unknown message code|error establishing an SSL connection/i.test(
+    String((err as Error)?.message ?? ''),
+  );
 }
 
 /** The BAD_CONFIG message for a URL of one kind pointed at a server of the other. */
