@@ -6,7 +6,7 @@
  * answered between two batches; turns go round the client addresses, so one address's queue
  * never stands in front of another's next batch.
  *
- * The IDs waiting are one global budget (`maxQueuedIds`, default 100 batches of 10,000) and no
+ * The IDs waiting are one global budget (`maxQueuedIds`, default 50 batches of 10,000) and no
  * address may hold more than a quarter of it: over either, the batch is answered
  * `503 BUSY + Retry-After: 1` at once instead of joining an unbounded queue. An address within
  * its fair share (the budget over the addresses waiting) is still queued when others spent it.
@@ -14,7 +14,7 @@
 import type { Counter } from 'prom-client';
 import { HttpError } from './http-errors.js';
 
-export const DEFAULT_MAX_QUEUED_IDS = 1_000_000;
+export const DEFAULT_MAX_QUEUED_IDS = 500_000;
 
 interface Waiting {
   readonly ids: number;

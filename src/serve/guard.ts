@@ -18,7 +18,7 @@
  *   (node checks its own `headersTimeout` only every `connectionsCheckingInterval`, 30 s by
  *   default, so sockets lived 10–40 s).
  * - **One global budget** for bytes of answers clients have not shown they read (`maxHeldBytes`,
- *   default 32 MiB): bytes written on a connection while more requests wait in its pipeline
+ *   default 16 MiB): bytes written on a connection while more requests wait in its pipeline
  *   count until the pipeline is empty. The kernel takes megabytes per loopback socket, so a
  *   client that pipelines and never reads looks like a reader to `writableNeedDrain`; this does
  *   not. Over the budget the sockets holding the oldest are shed, and one connection holding
@@ -39,14 +39,14 @@ export interface GuardLimits {
   readonly maxConnectionsPerAddress?: number;
   /** A complete request header must arrive within this of connecting or of the previous answer. Default 10,000 ms. */
   readonly headerTimeoutMs?: number;
-  /** Bytes of answers written but not read by their clients, across all connections. Default 32 MiB. */
+  /** Bytes of answers written but not read by their clients, across all connections. Default 16 MiB. */
   readonly maxHeldBytes?: number;
 }
 
 export const DEFAULT_MAX_CONNECTIONS = 1024;
 export const DEFAULT_MAX_PER_ADDRESS = 128;
 export const DEFAULT_HEADER_TIMEOUT_MS = 10_000;
-export const DEFAULT_MAX_HELD_BYTES = 32 * 1024 * 1024;
+export const DEFAULT_MAX_HELD_BYTES = 16 * 1024 * 1024;
 /** Pipelined answer bytes one connection may hold before its next batch is refused: one batch of 10,000 IDs (~220 KB) and a little. */
 const MAX_HELD_PER_CONNECTION = 256 * 1024;
 

@@ -68,7 +68,7 @@ export interface ServeOptions {
   readonly maxConnectionsPerAddress?: number;
   /** A complete request header must arrive within this of connecting or of the previous answer. Default 10,000 ms. */
   readonly headerTimeoutMs?: number;
-  /** Bytes of answers written but not read, across all connections; over it the oldest unread are shed. Default 32 MiB. */
+  /** Bytes of answers written but not read, across all connections; over it the oldest unread are shed. Default 16 MiB. */
   readonly maxHeldBytes?: number;
   /** IDs of batch requests waiting their turn, across all connections; over it (or a quarter of it from one address) 503. Default 1,000,000. */
   readonly maxQueuedIds?: number;
