@@ -83,40 +83,85 @@ export function nextIdLockKey(schema: string): number {
   return h & 0x7fffffff;
 }
 
-export function nextIdDdl(o: NextIdObjects): { up: string[]; down: string[] } {
+/**
+ * The pieces of next_id() as SQL text, shared by the functions (nextIdDdl) and by the column
+ * DEFAULT that `attach` writes (nextIdDefaultExpression), so both test freshness and compose
+ * the ID the same way.
+ */
+function nextIdParts(o: NextIdObjects) {
   const f = 'postgres' as const;
-  const s = quoteIdent(f, o.schema);
   const seq = qualified(f, o.schema, NEXT_ID_SEQUENCE);
-  // regclass literal: resolved once per cached plan, independent of search_path.
-  const seqLit = `'${seq}'::pg_catalog.regclass`;
-  const slow = qualified(f, o.schema, NEXT_ID_SLOW_FUNCTION);
   const { timeBits, shardBits, sequenceBits, epochMs } = o.layout;
   const S = int(sequenceBits);
-  const shiftTime = int(shardBits + sequenceBits);
-  const seqMask = int((1n << BigInt(sequenceBits)) - 1n);
   const shardPart = int(BigInt(o.shard) << BigInt(sequenceBits));
   // The last counter: where the time field is full, or (for layouts of more than ~53 time bits)
   // where the time would pass year 287,000 and leave to_timestamp's range, whichever comes first.
   const lastMs = BigInt(Math.min(2 ** timeBits - 1, NEXT_ID_LAST_UNIX_MS - epochMs));
-  const maxCounter = int(((lastMs + 1n) << BigInt(sequenceBits)) - 1n);
+  return {
+    seq,
+    // regclass literal: resolved once per cached plan, independent of search_path.
+    seqLit: `'${seq}'::pg_catalog.regclass`,
+    slow: qualified(f, o.schema, NEXT_ID_SLOW_FUNCTION),
+    maxCounter: int(((lastMs + 1n) << BigInt(sequenceBits)) - 1n),
+    k1: int(NEXT_ID_LOCK_CLASS),
+    k2: int(nextIdLockKey(o.schema)),
+    // The counter v with the shard slotted in between its time and sequence parts:
+    // v + T * (2^shiftTime - 2^S) + shard * 2^S, where T = v >> S. Four operators, because in a
+    // single-row transaction PL/pgSQL pays for each operator node again (about 1k instructions).
+    composeOf: (v: string) =>
+      `${v} + (${v} >> ${S}) * ${int((1n << BigInt(shardBits + sequenceBits)) - (1n << BigInt(sequenceBits)))} + ${shardPart}`,
+    // Is v at most the slack behind the clock? Compared as timestamps (to_timestamp is cheap,
+    // date_part parses its unit name on every call); the float is exact to well under a
+    // microsecond for any layout, and NULL (no draw) compares as not fresh. The constants fold.
+    // (No LEAST/GREATEST here: they skip NULLs.) The sequence's MAXVALUE keeps v in range.
+    freshOf: (v: string) =>
+      `pg_catalog.to_timestamp(${v} * (0.001::float8 / ${int(1n << BigInt(sequenceBits))}) + ${int(epochMs + NEXT_ID_SLACK_MS)}::float8 / 1000) > pg_catalog.clock_timestamp()`,
+  };
+}
+
+/**
+ * The draw: nextval under the shared side of the jump lock, taken, used for one nextval and
+ * released inside one expression, so no statement boundary (where a cancel is processed) falls
+ * between them and the lock never outlives the call: an idle or prepared transaction holds
+ * nothing of idlease's. NULL when a jump holds the lock. unlock returns true (x1); were it ever
+ * false the product is 0, a stale draw, which the slow path replaces.
+ */
+function lockedDraw(p: ReturnType<typeof nextIdParts>): string {
+  return `CASE WHEN pg_catalog.pg_try_advisory_lock_shared(${p.k1}, ${p.k2}) THEN pg_catalog.nextval(${p.seqLit}) * pg_catalog.pg_advisory_unlock_shared(${p.k1}, ${p.k2})::integer END`;
+}
+
+/**
+ * The column DEFAULT `attach` writes: next_id()'s fast path as a plain expression, so a row
+ * pays for no PL/pgSQL call (a third of next_id()'s cost in a bulk insert) and no inlining at
+ * plan time. A DEFAULT cannot name the draw twice, so the freshness test takes the draw and
+ * the ID is composed from currval() of the same sequence: within one row's CASE nothing else
+ * of this session draws from it in between (CASE evaluates its test before its result). A
+ * stale draw, or none (a jump holds the lock), is dropped and the slow path draws afresh.
+ * Privileges are next_id()'s: USAGE on the sequence covers nextval and currval.
+ */
+export function nextIdDefaultExpression(o: NextIdObjects): string {
+  const p = nextIdParts(o);
+  const current = `pg_catalog.currval(${p.seqLit})`;
+  return `CASE WHEN ${p.freshOf(`(${lockedDraw(p)})`)} THEN ${p.composeOf(current)} ELSE ${p.slow}(NULL::bigint) END`;
+}
+
+export function nextIdDdl(o: NextIdObjects): { up: string[]; down: string[] } {
+  const f = 'postgres' as const;
+  const s = quoteIdent(f, o.schema);
+  const p = nextIdParts(o);
+  const { seq, seqLit, slow, maxCounter, k1, k2 } = p;
+  const { timeBits, shardBits, sequenceBits, epochMs } = o.layout;
+  const S = int(sequenceBits);
+  const shiftTime = int(shardBits + sequenceBits);
+  const seqMask = int((1n << BigInt(sequenceBits)) - 1n);
   const epoch = int(epochMs);
-  const k1 = int(NEXT_ID_LOCK_CLASS);
-  const k2 = int(nextIdLockKey(o.schema));
   // The clock as a counter, to the counter unit rather than the millisecond, so that it agrees
   // with the fast path's test (else a draw could be stale there and fresh here, for up to 1 ms of
   // calls); capped one past the last counter so the cast cannot overflow before the check.
   const nowCounter = `LEAST((pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) * 1000 - ${epoch}) * ${int(1n << BigInt(sequenceBits))}, ${maxCounter}::float8 + 1)::bigint`;
-  // The counter v with the shard slotted in between its time and sequence parts:
-  // v + T * (2^shiftTime - 2^S) + shard * 2^S, where T = v >> S. Four operators, because in a
-  // single-row transaction PL/pgSQL pays for each operator node again (about 1k instructions).
-  const composeOf = (v: string) =>
-    `${v} + (${v} >> ${S}) * ${int((1n << BigInt(shardBits + sequenceBits)) - (1n << BigInt(sequenceBits)))} + ${shardPart}`;
+  const composeOf = p.composeOf;
   const compose = composeOf('v');
-  // Is v at most the slack behind the clock? Compared as timestamps (to_timestamp is cheap,
-  // date_part parses its unit name on every call); the float is exact to well under a
-  // microsecond for any layout, and NULL (no draw) compares as not fresh. The constants fold.
-  // (No LEAST/GREATEST here: they skip NULLs.) The sequence's MAXVALUE keeps v in range.
-  const fresh = `pg_catalog.to_timestamp(v * (0.001::float8 / ${int(1n << BigInt(sequenceBits))}) + ${int(epochMs + NEXT_ID_SLACK_MS)}::float8 / 1000) > pg_catalog.clock_timestamp()`;
+  const fresh = p.freshOf('v');
   const slack = int(BigInt(NEXT_ID_SLACK_MS) << BigInt(sequenceBits));
   const cache = int(NEXT_ID_CACHE);
   const exhausted = `next_id(): the time field of ${o.schema}.next_id() is exhausted (${timeBits} time bits from epoch ${new Date(epochMs).toISOString()}); install a layout with more timeBits or a later epoch in a new schema`;
@@ -195,17 +240,13 @@ BEGIN
   RETURN ${composeOf('drawn')};
 END
 $$`,
-      // The shared lock is taken, used for one nextval and released inside one expression, so
-      // no statement boundary (where a cancel is processed) falls between them and the lock
-      // never outlives the call: an idle or prepared transaction holds nothing of idlease's.
-      // unlock returns true (x1); were it ever false the product is 0, a stale draw, which the
-      // slow path replaces.
+      // The draw: see lockedDraw. `attach` writes the same fast path as a plain DEFAULT.
       `CREATE OR REPLACE FUNCTION ${s}.next_id() RETURNS bigint
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE AS $$
 DECLARE
   v bigint;
 BEGIN
-  v := CASE WHEN pg_catalog.pg_try_advisory_lock_shared(${k1}, ${k2}) THEN pg_catalog.nextval(${seqLit}) * pg_catalog.pg_advisory_unlock_shared(${k1}, ${k2})::integer END;
+  v := ${lockedDraw(p)};
   IF ${fresh} THEN
     RETURN ${compose};
   END IF;
@@ -247,19 +288,22 @@ export interface DependentColumn {
   readonly column: string;
 }
 
-/** Columns whose DEFAULT calls <schema>.next_id(): they would break if it were dropped. */
+/**
+ * Columns whose DEFAULT calls <schema>.next_id() or is the expression `attach` writes (which
+ * calls the slow path): they would break if next_id() were dropped.
+ */
 export async function nextIdDependents(db: SqlExecutor, schema: string): Promise<DependentColumn[]> {
   const res = await db.run(
-    `SELECT c.oid::regclass::text AS tbl, a.attname::text AS col
+    `SELECT DISTINCT c.oid::regclass::text AS tbl, a.attname::text AS col
        FROM pg_catalog.pg_depend d
        JOIN pg_catalog.pg_attrdef ad ON d.classid = 'pg_catalog.pg_attrdef'::regclass AND d.objid = ad.oid
        JOIN pg_catalog.pg_class c ON c.oid = ad.adrelid
        JOIN pg_catalog.pg_attribute a ON a.attrelid = ad.adrelid AND a.attnum = ad.adnum
        JOIN pg_catalog.pg_proc p ON d.refclassid = 'pg_catalog.pg_proc'::regclass AND d.refobjid = p.oid
        JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
-      WHERE n.nspname = ? AND p.proname = 'next_id' AND p.pronargs = 0
+      WHERE n.nspname = ? AND ((p.proname = 'next_id' AND p.pronargs = 0) OR (p.proname = ? AND p.pronargs = 1))
       ORDER BY 1, 2`,
-    [schema],
+    [schema, NEXT_ID_SLOW_FUNCTION],
   );
   return res.rows.map(([table, column]) => ({ table: String(table), column: String(column) }));
 }
@@ -331,11 +375,6 @@ export async function readNextIdInstall(db: SqlExecutor, schema: string): Promis
   return { shard: Number(m[1]), layout };
 }
 
-/** The column DEFAULT `attach` writes on PostgreSQL: a call of the schema's next_id(). */
-export function nextIdCall(schema: string): string {
-  return `${quoteIdent('postgres', schema)}.next_id()`;
-}
-
 /** The time field's lag now (clock − the time of the last draw), in ms; null when never drawn. */
 export async function nextIdLagMs(db: SqlExecutor, schema: string, layout: IdLayout): Promise<number | null> {
   const seq = `'${qualified('postgres', schema, NEXT_ID_SEQUENCE)}'::pg_catalog.regclass`;
@@ -353,15 +392,17 @@ export async function postgresColumnShape(
   db: SqlExecutor,
   table: string,
   column: string,
-): Promise<{ dataType: string; identity: boolean; generated: boolean } | undefined> {
+): Promise<{ dataType: string; identity: boolean; generated: boolean; default: string | null } | undefined> {
   const res = await db.run(
-    `SELECT pg_catalog.format_type(a.atttypid, a.atttypmod), a.attidentity <> '', a.attgenerated <> ''
+    // Every column named: the knex executor reads rows by name, so two unnamed ones would collide.
+    `SELECT pg_catalog.format_type(a.atttypid, a.atttypmod) AS data_type, a.attidentity <> '' AS is_identity, a.attgenerated <> '' AS is_generated,
+            (SELECT pg_catalog.pg_get_expr(ad.adbin, ad.adrelid) FROM pg_catalog.pg_attrdef ad WHERE ad.adrelid = a.attrelid AND ad.adnum = a.attnum) AS column_default
        FROM pg_catalog.pg_attribute a WHERE a.attrelid = pg_catalog.to_regclass(?) AND a.attname = ? AND a.attnum > 0 AND NOT a.attisdropped`,
     [table, column],
   );
   const row = res.rows[0];
   if (!row) return undefined;
-  return { dataType: String(row[0]), identity: isTrue(row[1]), generated: isTrue(row[2]) };
+  return { dataType: String(row[0]), identity: isTrue(row[1]), generated: isTrue(row[2]), default: row[3] == null ? null : String(row[3]) };
 }
 
 export async function setPostgresColumnDefault(db: SqlExecutor, table: string, column: string, expression: string | null): Promise<void> {

@@ -1,14 +1,14 @@
 /**
  * `attach`: the one step that makes a table's column take next_id() on insert, on either
- * engine, so the user writes no engine-specific DDL. PostgreSQL: the column's DEFAULT calls
- * `<schema>.next_id()`. MariaDB: the DEFAULT is the composition itself (no function call: a
- * stored function is refused there, and the expression is cheaper), with the failover fence
- * (dialects/next-id-mysql.ts). `detach` drops the DEFAULT; `status` reports the install.
+ * engine, so the user writes no engine-specific DDL. On both the DEFAULT is the ID expression
+ * itself rather than a function call: PostgreSQL's is next_id()'s fast path (no PL/pgSQL call
+ * per row; dialects/next-id.ts), MariaDB's the composition with the failover fence (a stored
+ * function is refused there; dialects/next-id-mysql.ts). `detach` drops the DEFAULT; `status` reports the install.
  */
 import { isPostgres } from '../dialects/detect.js';
 import { typedConnectionErrors } from '../dialects/connection-errors.js';
 import {
-  nextIdCall,
+  nextIdDefaultExpression,
   nextIdDependents,
   nextIdLagMs,
   postgresColumnShape,
@@ -132,10 +132,10 @@ export async function attachNextId(db: KnexOrPool, options: AttachNextIdOptions)
   return typedConnectionErrors(async () => {
     if (postgres) {
       const schema = validateIdentifier(options.schema ?? 'public', 'schema');
-      await requirePostgresInstall(exec, schema);
+      const installed = await requirePostgresInstall(exec, schema);
       const shape = await postgresColumnShape(exec, t.quoted, column);
       refuseColumn(t.text, column, shape && { bigint: shape.dataType === 'bigint', auto: shape.identity, generated: shape.generated });
-      const expression = nextIdCall(schema);
+      const expression = nextIdDefaultExpression({ schema, ...installed });
       await setPostgresColumnDefault(exec, t.quoted, column, expression);
       return Object.freeze({ table: t.text, column, expression });
     }
@@ -211,8 +211,9 @@ export async function detachNextId(db: KnexOrPool, options: AttachNextIdOptions)
       const attached = await nextIdDependents(exec, schema);
       const hit = attached.find((d) => d.column === column && (d.table === t.text || d.table === `"${t.text}"`));
       if (hit === undefined) throw notAttached(t.text, column);
+      const dropped = (await postgresColumnShape(exec, t.quoted, column))?.default ?? '';
       await setPostgresColumnDefault(exec, t.quoted, column, null);
-      return Object.freeze({ table: t.text, column, expression: nextIdCall(schema) });
+      return Object.freeze({ table: t.text, column, expression: dropped });
     }
     refuseSchemaOnMysql(options.schema);
     const state = await requireMysqlInstall(exec);
