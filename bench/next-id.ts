@@ -7,13 +7,18 @@
  *
  * Contenders, each as `id … PRIMARY KEY DEFAULT …` (the shape next_id() is meant for):
  *   bigserial                  the baseline
- *   idlease next_id()          this library (default layout 41/10/12, shard 5)
+ *   idlease attach             what `next-id attach` writes: next_id()'s fast path as the DEFAULT
+ *                              expression itself (default layout 41/10/12, shard 5)
+ *   idlease next_id()          the function, as a DEFAULT written by hand
  *   PL/pgSQL RETURN nextval()  a one-line PL/pgSQL function: the floor for any PL/pgSQL DEFAULT
  *   Instagram PL/pgSQL         the published function, verbatim but for the schema name
  *   Instagram SQL port         the same arithmetic as a plain SQL function (inlined, fast, and wrong)
  *   gen_random_uuid()          uuid PRIMARY KEY
  * The SQL port's duplicates are counted on a table without a primary key (with one, its
- * insert simply fails on the first duplicate).
+ * insert simply fails on the first duplicate). Then bigserial, attach and next_id() again on
+ * tables with no index at all (the DEFAULT's own cost, not the index's), and single-row
+ * inserts as named prepared statements (planned once) beside the unnamed ones above (parsed
+ * and planned every time, which is where a bigger DEFAULT expression would cost).
  *
  * Method: this shared 2-core VM's speed drifts by tens of percent over seconds, so every
  * contender is measured right next to a bigserial run (pair order alternating by round) and its
@@ -29,6 +34,8 @@ import { existsSync } from 'node:fs';
 import type { Knex } from 'knex';
 import { connect } from '../src/connect.js';
 import { migrate } from '../src/migrations/migrate.js';
+import { attachNextId } from '../src/next-id/attach.js';
+import pg from 'pg';
 import { decodeId, DEFAULT_LAYOUT } from '../src/layout/index.js';
 import { toBigInt } from '../src/ids.js';
 import { NEXT_ID_SLOW_FUNCTION } from '../src/dialects/next-id.js';
@@ -50,11 +57,14 @@ export const OURS = 'bench_ours';
 export interface Contender {
   readonly name: string;
   readonly column: string;
+  /** The table is then given its DEFAULT by `attachNextId` (schema OURS). */
+  readonly attach?: boolean;
 }
 
 export const CONTENDERS: readonly Contender[] = [
   { name: 'bigserial', column: 'id bigserial PRIMARY KEY' },
-  { name: 'idlease next_id()', column: `id bigint PRIMARY KEY DEFAULT ${OURS}.next_id()` },
+  { name: 'idlease attach (the DEFAULT `next-id attach` writes)', column: 'id bigint PRIMARY KEY', attach: true },
+  { name: 'idlease next_id() (the function as DEFAULT)', column: `id bigint PRIMARY KEY DEFAULT ${OURS}.next_id()` },
   { name: 'PL/pgSQL RETURN nextval() (floor for any PL/pgSQL DEFAULT)', column: 'id bigint PRIMARY KEY DEFAULT insta5.plain_nextval()' },
   { name: 'Instagram PL/pgSQL', column: 'id bigint PRIMARY KEY DEFAULT insta5.next_id()' },
   { name: 'Instagram SQL port', column: 'id bigint PRIMARY KEY DEFAULT insta5.next_id_sql()' },
@@ -99,7 +109,25 @@ export function tableOf(i: number): string {
 export async function installContenders(knex: Knex): Promise<void> {
   await migrate(knex, { segments: false, nextId: { schema: OURS, shard: 5 } });
   for (const sql of INSTAGRAM) await knex.raw(sql);
-  for (const [i, c] of CONTENDERS.entries()) await knex.raw(`CREATE TABLE ${tableOf(i)} (${c.column}, x bigint NOT NULL)`);
+  for (const [i, c] of CONTENDERS.entries()) {
+    await knex.raw(`CREATE TABLE ${tableOf(i)} (${c.column}, x bigint NOT NULL)`);
+    if (c.attach) await attachNextId(knex, { table: tableOf(i), schema: OURS });
+  }
+  for (const [i, c] of NO_INDEX.entries()) {
+    await knex.raw(`CREATE TABLE ${noIndexTable(i)} (${c.column}, x bigint NOT NULL)`);
+    if (c.attach) await attachNextId(knex, { table: noIndexTable(i), schema: OURS });
+  }
+}
+
+/** The same DEFAULTs on tables with no index: bigserial first, the baseline. */
+export const NO_INDEX: readonly Contender[] = [
+  { name: 'bigserial', column: 'id bigserial NOT NULL' },
+  { name: 'idlease attach', column: 'id bigint NOT NULL', attach: true },
+  { name: 'idlease next_id()', column: `id bigint NOT NULL DEFAULT ${OURS}.next_id()` },
+];
+
+export function noIndexTable(i: number): string {
+  return `bench_n${i}`;
 }
 
 /**
@@ -156,13 +184,13 @@ interface BulkRun {
   readonly instructions: number;
 }
 
-async function bulkOnce(knex: Knex, i: number, watch: StartCount | null): Promise<BulkRun | 'duplicate key'> {
-  await knex.raw(`TRUNCATE ${tableOf(i)}`);
+async function bulkOnce(knex: Knex, i: number, watch: StartCount | null, table = tableOf(i)): Promise<BulkRun | 'duplicate key'> {
+  await knex.raw(`TRUNCATE ${table}`);
   await knex.raw('CHECKPOINT').catch(() => undefined);
   const stop = watch ? await watch() : null;
   const t0 = performance.now();
   try {
-    await knex.raw(`INSERT INTO ${tableOf(i)} (x) SELECT g FROM generate_series(1, ?) g`, [BULK_ROWS]);
+    await knex.raw(`INSERT INTO ${table} (x) SELECT g FROM generate_series(1, ?) g`, [BULK_ROWS]);
   } catch (err) {
     if (stop) await stop();
     if (/duplicate key/.test((err as Error).message)) return 'duplicate key';
@@ -200,6 +228,34 @@ async function singleRows(url: string, i: number, seconds: number, watch: StartC
     return { rate: total / seconds, perInsert: stop ? (await stop()) / total : Number.NaN };
   } finally {
     await Promise.all(pools.map((k) => k.destroy()));
+  }
+}
+
+/**
+ * Single-row autocommit inserts on plain pg clients, CONNECTIONS at once: `prepared` sends a
+ * named statement (parsed and planned once per connection), otherwise an unnamed one (parsed
+ * and planned on every insert: what most drivers and ORMs send).
+ */
+async function singleRowsPg(url: string, table: string, seconds: number, prepared: boolean): Promise<number> {
+  const clients = Array.from({ length: CONNECTIONS }, () => new pg.Client({ connectionString: url }));
+  try {
+    await Promise.all(clients.map((c) => c.connect()));
+    await Promise.all(clients.map((c) => c.query(`SET synchronous_commit = ${SYNC_COMMIT}`)));
+    const text = `INSERT INTO ${table} (x) VALUES ($1)`;
+    const stopAt = performance.now() + seconds * 1000;
+    const counts = await Promise.all(
+      clients.map(async (c, k) => {
+        let n = 0;
+        while (performance.now() < stopAt) {
+          await c.query(prepared ? { name: `ins_${table}`, text, values: [k * 10_000_000 + n] } : { text, values: [k * 10_000_000 + n] });
+          n++;
+        }
+        return n;
+      }),
+    );
+    return counts.reduce((a, b) => a + b, 0) / seconds;
+  } finally {
+    await Promise.all(clients.map((c) => c.end().catch(() => undefined)));
   }
 }
 
@@ -340,6 +396,76 @@ export default async function run(): Promise<void> {
     );
     console.log(`| bulk time ≤ 1.5× bigserial (median of pairs) | ${bulkOurs.toFixed(2)}× | ${bulkOurs <= 1.5 ? 'yes' : 'no'} |`);
     console.log('| instructions: single-row ≤ 1.20×, bulk ≤ 1.35× bigserial | npm run bench -- next-id-cost | |');
+
+    // No index: what the DEFAULT itself costs. Each contender paired with bigserial, no index.
+    const noIndexRatios: number[][] = NO_INDEX.map(() => []);
+    for (let r = 0; r < ROUNDS; r++) {
+      for (let i = 1; i < NO_INDEX.length; i++) {
+        const [base, run] = await pairOnce(
+          r,
+          () => bulkOnce(knex, 0, null, noIndexTable(0)),
+          () => bulkOnce(knex, i, null, noIndexTable(i)),
+        );
+        if (typeof base !== 'object' || typeof run !== 'object') throw new Error('a no-index bulk insert failed');
+        noIndexRatios[i]!.push(run.ms / base.ms);
+      }
+    }
+    // Single rows as named prepared statements, and unnamed again on the same plain clients:
+    // attach and next_id() each paired with bigserial in the same mode.
+    const ATTACH = CONTENDERS.findIndex((c) => c.attach);
+    const FUNCTION = CONTENDERS.findIndex((c) => c.column.includes(`${OURS}.next_id()`));
+    const modeRatios: Record<'prepared' | 'unnamed', Record<number, number[]>> = {
+      prepared: { [ATTACH]: [], [FUNCTION]: [] },
+      unnamed: { [ATTACH]: [], [FUNCTION]: [] },
+    };
+    for (let r = 0; r < SINGLE_ROUNDS; r++) {
+      for (const mode of ['prepared', 'unnamed'] as const) {
+        for (const i of [ATTACH, FUNCTION]) {
+          const [base, run] = await pairOnce(
+            r,
+            async () => {
+              await knex.raw(`TRUNCATE ${tableOf(0)}`);
+              return singleRowsPg(url, tableOf(0), SINGLE_SECONDS, mode === 'prepared');
+            },
+            async () => {
+              await knex.raw(`TRUNCATE ${tableOf(i)}`);
+              return singleRowsPg(url, tableOf(i), SINGLE_SECONDS, mode === 'prepared');
+            },
+          );
+          modeRatios[mode][i]!.push(run / base);
+        }
+      }
+    }
+    const cell = (xs: number[]) => `${median(xs).toFixed(2)} (${spread(xs)})`;
+    console.log(
+      `\nThe DEFAULT's own cost: ${BULK_ROWS.toLocaleString('en')}-row INSERT … SELECT into tables with no index, ${ROUNDS} pairs each:\n`,
+    );
+    console.log('| contender | × bigserial (no index)’s time: median (range) |');
+    console.log('|---|---:|');
+    for (let i = 1; i < NO_INDEX.length; i++) console.log(`| ${NO_INDEX[i]!.name} | ${cell(noIndexRatios[i]!)} |`);
+    console.log(
+      `\nSingle-row inserts on plain pg clients (${CONNECTIONS} at once, ${SINGLE_ROUNDS} pairs of ${SINGLE_SECONDS} s): rate × bigserial's in the same mode (below 1 is slower):\n`,
+    );
+    console.log('| contender | named prepared statement (planned once) | unnamed statement (parsed and planned each time) |');
+    console.log('|---|---:|---:|');
+    for (const i of [ATTACH, FUNCTION])
+      console.log(`| ${CONTENDERS[i]!.name} | ${cell(modeRatios.prepared[i]!)} | ${cell(modeRatios.unnamed[i]!)} |`);
+    const attachVsFunction = (mode: 'prepared' | 'unnamed') =>
+      median(modeRatios[mode][ATTACH]!.map((x, r) => x / modeRatios[mode][FUNCTION]![r]!));
+    const bulkNoIndex = median(noIndexRatios[1]!);
+    const bulkPk = median(bulkRatios(ATTACH));
+    const prep = attachVsFunction('prepared');
+    const unnamed = attachVsFunction('unnamed');
+    console.log('\n| target (issue 37, PostgreSQL) | this run | met |');
+    console.log('|---|---:|---|');
+    console.log(`| attach, bulk, no index ≤ 1.5× bigserial | ${bulkNoIndex.toFixed(2)}× | ${bulkNoIndex <= 1.5 ? 'yes' : 'no'} |`);
+    console.log(`| attach, bulk, primary key ≤ 1.3× bigserial | ${bulkPk.toFixed(2)}× | ${bulkPk <= 1.3 ? 'yes' : 'no'} |`);
+    console.log(
+      `| attach, single row, prepared: rate not below next_id()'s (median of per-round ratios) | ${prep.toFixed(2)}× | ${prep >= 0.97 ? 'yes' : 'no'} |`,
+    );
+    console.log(
+      `| attach, single row, unnamed (planning each time): rate not below next_id()'s | ${unnamed.toFixed(2)}× | ${unnamed >= 0.97 ? 'yes' : 'no'} |`,
+    );
 
     const lag = await lagUnderLoad();
     const lagRow = (label: string, l: typeof lag.bulk) =>
