@@ -12,7 +12,18 @@
  * parser on an app's pool (pg's setTypeParser(20, parseInt), a default mysql2 pool) rounds them.
  */
 import { isMissingColumn, isMissingTable } from './driver-errors.js';
-import { asText, bigParam, booleanLiteral, insertIgnore, intLiteral, isTrue, now, perDialect, type PerDialect } from './flavor.js';
+import {
+  asText,
+  bigParam,
+  booleanLiteral,
+  currentSchemaExpr,
+  insertIgnore,
+  intLiteral,
+  isTrue,
+  now,
+  perDialect,
+  type PerDialect,
+} from './flavor.js';
 import { executorCatalogQuery, notMigratedError, olderInstallSchema, olderTableError, relationExists } from './missing-object.js';
 import { type Flavor, isPostgres, namedSchema, ownObject, ownObjectName, ownSchema } from './detect.js';
 import type { SqlExecutor, SqlResult } from './sql.js';
@@ -370,7 +381,7 @@ async function mysqlCounterFacts(db: SqlExecutor, ref: TicketRef, obj: string): 
     )
   ).rows[0];
   const engine = (
-    await db.run('SELECT ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?', [
+    await db.run(`SELECT ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA = ${currentSchemaExpr('mysql')} AND TABLE_NAME = ?`, [
       ticketObjectName(ref.sequence),
     ])
   ).rows[0]?.[0];
@@ -426,7 +437,7 @@ async function mysqlHighestIssued(db: SqlExecutor, ref: TicketRef, obj: string):
   const row = (
     await db.run(
       `SELECT (SELECT ${asText('mysql', 'COALESCE(MAX(id), 0)')} FROM ${obj}) AS max_id,
-            (SELECT ${asText('mysql', 'COALESCE(AUTO_INCREMENT, 1) - 1')} FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?) AS counter`,
+            (SELECT ${asText('mysql', 'COALESCE(AUTO_INCREMENT, 1) - 1')} FROM information_schema.TABLES WHERE TABLE_SCHEMA = ${currentSchemaExpr('mysql')} AND TABLE_NAME = ?) AS counter`,
       [ticketObjectName(ref.sequence)],
     )
   ).rows[0]!;
