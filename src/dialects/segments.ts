@@ -23,6 +23,7 @@ import {
   newValue,
   newValueReturning,
   newValueSet,
+  now,
   perDialect,
   type PerDialect,
 } from './flavor.js';
@@ -66,7 +67,7 @@ const SEGMENT_TABLE: PerDialect<(t: string, constraint: (suffix: string) => stri
 };
 
 /** What an UPDATE adds to keep updated_at current: MySQL's column does it itself (ON UPDATE CURRENT_TIMESTAMP). */
-const TOUCH: PerDialect<string> = { mysql: '', postgres: ', updated_at = now()' };
+const TOUCH: PerDialect<string> = { mysql: '', postgres: `, updated_at = ${now('postgres')}` };
 
 /**
  * The columns that fence a failover, beside max_id: `instance` names the database instance that
@@ -228,18 +229,18 @@ const FENCED_LEASE: PerDialect<(s: { tb: string; here: string; limit: string; to
     here,
     limit,
   }) => `UPDATE ${tb} SET ${newValueSet('mysql', 'max_id', `IF(instance <=> ${here}, max_id, (max_id DIV failover_gap + 2) * failover_gap) + ?`)},
-  jumps = jumps + IF(instance <=> ${here}, 0, 1), jumped_at = IF(instance <=> ${here}, jumped_at, NOW(3)), instance = ${here}
+  jumps = jumps + IF(instance <=> ${here}, 0, 1), jumped_at = IF(instance <=> ${here}, jumped_at, ${now('mysql')}), instance = ${here}
 WHERE tag = ? AND max_id <= ${limit} - ? - IF(instance <=> ${here}, 0, 2 * failover_gap)`,
   postgres: ({
     tb,
     here,
     limit,
     touch,
-  }) => `UPDATE ${tb} AS s SET max_id = CASE WHEN s.instance = i.here THEN s.max_id ELSE (s.max_id / s.failover_gap + 2) * s.failover_gap END + CAST(? AS bigint),
-  jumps = s.jumps + CASE WHEN s.instance = i.here THEN 0 ELSE 1 END, jumped_at = CASE WHEN s.instance = i.here THEN s.jumped_at ELSE now() END,
+  }) => `UPDATE ${tb} AS s SET max_id = CASE WHEN s.instance = i.here THEN s.max_id ELSE (s.max_id / s.failover_gap + 2) * s.failover_gap END + ${bigParam('postgres')},
+  jumps = s.jumps + CASE WHEN s.instance = i.here THEN 0 ELSE 1 END, jumped_at = CASE WHEN s.instance = i.here THEN s.jumped_at ELSE ${now('postgres')} END,
   instance = i.here${touch}
 FROM (SELECT ${here} AS here) i
-WHERE s.tag = ? AND s.max_id <= ${limit} - CAST(? AS bigint) - CASE WHEN s.instance = i.here THEN 0 ELSE 2 * s.failover_gap END${newValueReturning('postgres', 's.max_id', 'max_id')}`,
+WHERE s.tag = ? AND s.max_id <= ${limit} - ${bigParam('postgres')} - CASE WHEN s.instance = i.here THEN 0 ELSE 2 * s.failover_gap END${newValueReturning('postgres', 's.max_id', 'max_id')}`,
 };
 
 /** Missing table → NOT_MIGRATED (what to run); anything else passes through for the caller's retry policy. */
