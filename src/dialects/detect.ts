@@ -26,6 +26,14 @@ export function ownSchema(flavor: Flavor, schema: string | undefined): string | 
   return schema ?? (isPostgres(flavor) ? DEFAULT_SCHEMA : undefined);
 }
 
+/**
+ * The schema a user named, where a schema is a namespace inside the database (PostgreSQL): what
+ * messages repeat as `--schema`. Undefined on MySQL, where the "schema" is the database itself.
+ */
+export function namedSchema(flavor: Flavor, schema: string | undefined): string | undefined {
+  return isPostgres(flavor) ? schema : undefined;
+}
+
 /** An idlease table or sequence, quoted and qualified with its schema (ownSchema's default). */
 export function ownObject(flavor: Flavor, schema: string | undefined, name: string): string {
   return qualified(flavor, ownSchema(flavor, schema), name);

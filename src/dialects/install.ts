@@ -5,6 +5,7 @@
  * install (a Redis sequence's key: src/redis-sequence/) reads it here.
  */
 import { ownObject, ownObjectName, type Flavor } from './detect.js';
+import { fromDual, perDialect, type PerDialect } from './flavor.js';
 import { isMissingTable, notMigratedError } from './missing-object.js';
 import type { SqlExecutor } from './sql.js';
 import { withDeadline } from '../runtime/deadline.js';
@@ -14,20 +15,22 @@ export const INSTALL_TABLE = 'idlease_install';
 /** DDL of the install table; `insert` takes the new id as its one bound value and does nothing when a row exists. */
 export function installTableDdl(flavor: Flavor, schema: string | undefined): { create: string; insert: string; down: string } {
   const t = ownObject(flavor, schema, INSTALL_TABLE);
-  const create =
-    flavor === 'mysql'
-      ? `CREATE TABLE IF NOT EXISTS ${t} (
+  const create = perDialect(flavor, INSTALL_TABLE_DDL)(t);
+  const insert = `INSERT INTO ${t} (id) SELECT ?${fromDual(flavor)} WHERE NOT EXISTS (SELECT 1 FROM ${t})`;
+  return { create, insert, down: `DROP TABLE IF EXISTS ${t}` };
+}
+
+const INSTALL_TABLE_DDL: PerDialect<(t: string) => string> = {
+  mysql: (t) => `CREATE TABLE IF NOT EXISTS ${t} (
   id varchar(64) NOT NULL,
   created_at timestamp(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
   PRIMARY KEY (id)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`
-      : `CREATE TABLE IF NOT EXISTS ${t} (
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+  postgres: (t) => `CREATE TABLE IF NOT EXISTS ${t} (
   id varchar(64) PRIMARY KEY,
   created_at timestamptz NOT NULL DEFAULT now()
-)`;
-  const insert = `INSERT INTO ${t} (id) SELECT ? ${flavor === 'mysql' ? 'FROM DUAL ' : ''}WHERE NOT EXISTS (SELECT 1 FROM ${t})`;
-  return { create, insert, down: `DROP TABLE IF EXISTS ${t}` };
-}
+)`,
+};
 
 /** The install id (the oldest row, should a copy ever hold two); NOT_MIGRATED when the table or its row is missing. */
 export async function readInstallId(db: SqlExecutor, schema: string | undefined, timeoutMs: number): Promise<string> {

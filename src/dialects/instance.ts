@@ -6,6 +6,7 @@
  * the row last, in the same statement.
  */
 import type { Flavor } from './detect.js';
+import { perDialect, type PerDialect } from './flavor.js';
 
 /**
  * PGlite's instance. A directory is open in one process at a time (embedded/lock.ts) and nothing
@@ -26,13 +27,7 @@ export const PGLITE_INSTANCE = 'pglite';
  *   cluster before they return, so a node's death loses nothing: every node is the same history.
  */
 export function instanceExpression(flavor: Flavor): string {
-  if (flavor !== 'mysql') {
-    // PGlite is told apart by the database itself: idlease's own embedded knex client speaks
-    // the postgres flavor, so the executor's flavor cannot say it.
-    return `CASE WHEN version() LIKE '%PGlite%' THEN '${PGLITE_INSTANCE}' ELSE 'pg:' || (SELECT system_identifier::text FROM pg_control_system()) || ':' || ${PG_TIMELINE} END`;
-  }
-  const status = (name: string) => `(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = '${name}')`;
-  return `IF(@@global.wsrep_on = 1, CONCAT('galera:', ${status('WSREP_CLUSTER_STATE_UUID')}), CONCAT('mariadb:', @@server_id, ':', CAST(UNIX_TIMESTAMP() - CAST(${status('UPTIME')} AS SIGNED) AS SIGNED)))`;
+  return perDialect(flavor, INSTANCE);
 }
 
 /** The timeline of the WAL being written, as 8 hex digits; fails on a standby ("recovery is in progress"). */
@@ -51,7 +46,20 @@ const PG_TIMELINE = 'substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8)';
  *   joining or leaving changes neither.
  */
 export function leaseInstanceExpression(flavor: Flavor): string {
-  // PGlite has a timeline too (always 1: nothing promotes it), so it needs no case of its own here.
-  if (flavor !== 'mysql') return `'pg:tl' || ${PG_TIMELINE}`;
-  return `IF(@@global.wsrep_on = 1, CONCAT('galera:', @@global.wsrep_cluster_name), CONCAT('mariadb:', @@server_id))`;
+  return perDialect(flavor, LEASE_INSTANCE);
 }
+
+const mariadbStatus = (name: string) => `(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = '${name}')`;
+
+const INSTANCE: PerDialect<string> = {
+  mysql: `IF(@@global.wsrep_on = 1, CONCAT('galera:', ${mariadbStatus('WSREP_CLUSTER_STATE_UUID')}), CONCAT('mariadb:', @@server_id, ':', CAST(UNIX_TIMESTAMP() - CAST(${mariadbStatus('UPTIME')} AS SIGNED) AS SIGNED)))`,
+  // PGlite is told apart by the database itself: idlease's own embedded knex client speaks
+  // the postgres flavor, so the executor's flavor cannot say it.
+  postgres: `CASE WHEN version() LIKE '%PGlite%' THEN '${PGLITE_INSTANCE}' ELSE 'pg:' || (SELECT system_identifier::text FROM pg_control_system()) || ':' || ${PG_TIMELINE} END`,
+};
+
+const LEASE_INSTANCE: PerDialect<string> = {
+  mysql: `IF(@@global.wsrep_on = 1, CONCAT('galera:', @@global.wsrep_cluster_name), CONCAT('mariadb:', @@server_id))`,
+  // PGlite has a timeline too (always 1: nothing promotes it), so it needs no case of its own here.
+  postgres: `'pg:tl' || ${PG_TIMELINE}`,
+};

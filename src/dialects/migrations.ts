@@ -1,5 +1,6 @@
 /** SQL on idlease's migrations table (knex's bookkeeping format, written by knex's migrator). */
-import { qualified } from './detect.js';
+import { qualified, quoteIdent } from './detect.js';
+import { fromDual, insertIgnore, perDialect, type PerDialect } from './flavor.js';
 import { isMissingTable } from './missing-object.js';
 import type { SqlExecutor } from './sql.js';
 
@@ -26,31 +27,37 @@ export async function appliedMigrationNames(db: SqlExecutor, schema: string | un
  */
 export async function ensureMigrationLockRow(db: SqlExecutor, schema: string | undefined, table: string): Promise<void> {
   const lock = qualified(db.flavor, schema, `${table}_lock`);
-  const mysql = db.flavor === 'mysql';
-  // knex's own shape for this table (increments('index'), integer('is_locked')).
+  const [index, isLocked] = [quoteIdent(db.flavor, 'index'), quoteIdent(db.flavor, 'is_locked')];
+  await db.run(perDialect(db.flavor, LOCK_TABLE)(lock), []);
   await db.run(
-    mysql
-      ? `CREATE TABLE IF NOT EXISTS ${lock} (\`index\` int unsigned NOT NULL AUTO_INCREMENT PRIMARY KEY, \`is_locked\` int)`
-      : `CREATE TABLE IF NOT EXISTS ${lock} ("index" serial PRIMARY KEY, "is_locked" integer)`,
-    [],
-  );
-  await db.run(
-    mysql
-      ? `INSERT IGNORE INTO ${lock} (\`index\`, \`is_locked\`) SELECT 1, 0 FROM DUAL WHERE NOT EXISTS (SELECT 1 FROM ${lock})`
-      : `INSERT INTO ${lock} ("index", "is_locked") SELECT 1, 0 WHERE NOT EXISTS (SELECT 1 FROM ${lock}) ON CONFLICT DO NOTHING`,
+    insertIgnore(
+      db.flavor,
+      `${lock} (${index}, ${isLocked})`,
+      `SELECT 1, 0${fromDual(db.flavor)} WHERE NOT EXISTS (SELECT 1 FROM ${lock})`,
+      '',
+    ),
     [],
   );
   await dedupeMigrationLockRows(db, schema, table);
 }
 
+/** knex's own shape for its lock table (increments('index'), integer('is_locked')). */
+const LOCK_TABLE: PerDialect<(lock: string) => string> = {
+  mysql: (lock) => `CREATE TABLE IF NOT EXISTS ${lock} (\`index\` int unsigned NOT NULL AUTO_INCREMENT PRIMARY KEY, \`is_locked\` int)`,
+  postgres: (lock) => `CREATE TABLE IF NOT EXISTS ${lock} ("index" serial PRIMARY KEY, "is_locked" integer)`,
+};
+
 /** Keep the lowest row when several exist and none is held (a held one is left to `--unlock`). */
 export async function dedupeMigrationLockRows(db: SqlExecutor, schema: string | undefined, table: string): Promise<void> {
   const lock = qualified(db.flavor, schema, `${table}_lock`);
-  await db.run(
-    db.flavor === 'mysql'
-      ? `DELETE a FROM ${lock} a JOIN ${lock} b ON b.\`index\` < a.\`index\` ` +
-          `WHERE NOT EXISTS (SELECT 1 FROM (SELECT \`is_locked\` FROM ${lock} WHERE \`is_locked\` <> 0) held)`
-      : `DELETE FROM ${lock} a USING ${lock} b WHERE b."index" < a."index" AND NOT EXISTS (SELECT 1 FROM ${lock} WHERE "is_locked" <> 0)`,
-    [],
-  );
+  await db.run(perDialect(db.flavor, DEDUPE_LOCK_ROWS)(lock), []);
 }
+
+/** A DELETE that joins the table to itself, per dialect as a whole (MySQL cannot read the table it deletes from but through a derived table). */
+const DEDUPE_LOCK_ROWS: PerDialect<(lock: string) => string> = {
+  mysql: (lock) =>
+    `DELETE a FROM ${lock} a JOIN ${lock} b ON b.\`index\` < a.\`index\` ` +
+    `WHERE NOT EXISTS (SELECT 1 FROM (SELECT \`is_locked\` FROM ${lock} WHERE \`is_locked\` <> 0) held)`,
+  postgres: (lock) =>
+    `DELETE FROM ${lock} a USING ${lock} b WHERE b."index" < a."index" AND NOT EXISTS (SELECT 1 FROM ${lock} WHERE "is_locked" <> 0)`,
+};

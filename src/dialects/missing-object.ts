@@ -1,6 +1,7 @@
 import { IdleaseError } from '../errors.js';
 import type { SqlExecutor } from './sql.js';
 import { isMissingTable } from './driver-errors.js';
+import { currentSchemaExpr } from './flavor.js';
 
 export { isMissingTable };
 
@@ -28,8 +29,8 @@ export async function olderInstallSchema(
   if (!isPostgres || schemaGiven) return undefined;
   try {
     const rows = await query(
-      'SELECT pg_catalog.current_schema() AS s FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace ' +
-        'WHERE n.nspname = pg_catalog.current_schema() AND c.relname = ?',
+      `SELECT ${currentSchemaExpr('postgres')} AS s FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace ` +
+        `WHERE n.nspname = ${currentSchemaExpr('postgres')} AND c.relname = ?`,
       [object],
     );
     const found = rows[0]?.[0];

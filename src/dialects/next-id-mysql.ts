@@ -34,7 +34,7 @@
 import { resolveLayout, type IdLayout } from '../layout/index.js';
 import { IdleaseError } from '../errors.js';
 import { toBigInt } from '../ids.js';
-import { asText, intLiteral, quoteIdent, stringLiteral } from './flavor.js';
+import { asText, clockMs, currentSchemaExpr, intLiteral, quoteIdent, stringLiteral } from './flavor.js';
 import type { SqlExecutor } from './sql.js';
 
 export const MYSQL_NEXT_ID_TABLE = 'idlease_next_id';
@@ -70,7 +70,7 @@ function maxCounter(layout: IdLayout, gapMs: number): bigint {
 /** The clock as a counter (ms since the epoch << S), capped at the last counter: the ticker's target. */
 function clockCounter(o: MysqlNextIdInstall): string {
   const S = BigInt(o.layout.sequenceBits);
-  return `LEAST(${intLiteral(maxCounter(o.layout, o.gapMs))}, (CAST(FLOOR(UNIX_TIMESTAMP(SYSDATE(3)) * 1000) AS SIGNED) - ${intLiteral(o.layout.epochMs)}) * ${intLiteral(1n << S)})`;
+  return `LEAST(${intLiteral(maxCounter(o.layout, o.gapMs))}, (CAST(FLOOR(${clockMs(f)}) AS SIGNED) - ${intLiteral(o.layout.epochMs)}) * ${intLiteral(1n << S)})`;
 }
 
 export function mysqlNextIdDdl(o: MysqlNextIdInstall): { up: string[]; down: string[] } {
@@ -162,10 +162,10 @@ export async function checkMysqlNextIdServer(db: SqlExecutor): Promise<void> {
 
 /** The installed state, or undefined when next_id() is not installed in this database. */
 export async function readMysqlNextIdState(db: SqlExecutor): Promise<MysqlNextIdState | undefined> {
-  const exists = await db.run('SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (?, ?)', [
-    MYSQL_NEXT_ID_TABLE,
-    MYSQL_NEXT_ID_SEQUENCE,
-  ]);
+  const exists = await db.run(
+    `SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ${currentSchemaExpr(f)} AND TABLE_NAME IN (?, ?)`,
+    [MYSQL_NEXT_ID_TABLE, MYSQL_NEXT_ID_SEQUENCE],
+  );
   if (Number(exists.rows[0]?.[0]) < 2) return undefined;
   const res = await db.run(
     `SELECT shard, time_bits, shard_bits, sequence_bits, ${asText(f, 'epoch_ms')}, failover_gap_ms, home_server_id FROM ${q(MYSQL_NEXT_ID_TABLE)} WHERE id = 1`,
@@ -191,11 +191,11 @@ export interface AttachedColumn {
 export async function mysqlNextIdAttached(db: SqlExecutor): Promise<AttachedColumn[]> {
   const res = await db.run(
     `SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME FROM information_schema.COLUMNS
-      WHERE COLUMN_DEFAULT LIKE CONCAT('%nextval(\`', DATABASE(), '\`.\`${MYSQL_NEXT_ID_SEQUENCE}\`)%')
+      WHERE COLUMN_DEFAULT LIKE CONCAT('%nextval(\`', ${currentSchemaExpr(f)}, '\`.\`${MYSQL_NEXT_ID_SEQUENCE}\`)%')
       ORDER BY 1, 2, 3`,
     [],
   );
-  const here = String((await db.run('SELECT DATABASE()', [])).rows[0]?.[0] ?? '');
+  const here = String((await db.run(`SELECT ${currentSchemaExpr(f)}`, [])).rows[0]?.[0] ?? '');
   return res.rows.map(([schema, table, column]) => ({
     table: String(schema) === here ? String(table) : `${String(schema)}.${String(table)}`,
     column: String(column),
@@ -205,7 +205,7 @@ export async function mysqlNextIdAttached(db: SqlExecutor): Promise<AttachedColu
 /** This server's @@server_id and the time field's lag now (clock − the time of the next counter), in ms. */
 export async function mysqlNextIdNow(db: SqlExecutor, s: MysqlNextIdState): Promise<{ serverId: number; lagMs: number }> {
   const res = await db.run(
-    `SELECT @@server_id, ${asText(f, 'next_not_cached_value')}, ${asText(f, 'CAST(FLOOR(UNIX_TIMESTAMP(SYSDATE(3)) * 1000) AS SIGNED)')} FROM ${q(MYSQL_NEXT_ID_SEQUENCE)}`,
+    `SELECT @@server_id, ${asText(f, 'next_not_cached_value')}, ${asText(f, `CAST(FLOOR(${clockMs(f)}) AS SIGNED)`)} FROM ${q(MYSQL_NEXT_ID_SEQUENCE)}`,
     [],
   );
   const [serverId, next, now] = res.rows[0]!;
@@ -247,7 +247,7 @@ export interface ColumnShape {
 
 export async function mysqlColumnShape(db: SqlExecutor, table: string, column: string): Promise<ColumnShape | undefined> {
   const res = await db.run(
-    `SELECT DATA_TYPE, EXTRA, IS_GENERATED FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = ?`,
+    `SELECT DATA_TYPE, EXTRA, IS_GENERATED FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ${currentSchemaExpr(f)} AND TABLE_NAME = ? AND COLUMN_NAME = ?`,
     [table, column],
   );
   const row = res.rows[0];

@@ -39,7 +39,7 @@ import { resolveLayout, type IdLayout } from '../layout/index.js';
 import { IdleaseError } from '../errors.js';
 import { toBigInt } from '../ids.js';
 import { qualified, quoteIdent } from './detect.js';
-import { isTrue } from './flavor.js';
+import { clockMs, intLiteral, isTrue } from './flavor.js';
 import type { SqlExecutor } from './sql.js';
 
 export const NEXT_ID_SEQUENCE = 'idlease_next_id_seq';
@@ -67,12 +67,6 @@ export interface NextIdObjects {
   readonly layout: IdLayout;
 }
 
-function int(value: number | bigint): string {
-  const s = String(value);
-  if (!/^-?\d+$/.test(s)) throw new Error(`internal: ${s} is not an integer literal`);
-  return s;
-}
-
 /** A stable 31-bit lock key per schema (FNV-1a), the same from every client. */
 export function nextIdLockKey(schema: string): number {
   let h = 0x811c9dc5;
@@ -92,8 +86,8 @@ function nextIdParts(o: NextIdObjects) {
   const f = 'postgres' as const;
   const seq = qualified(f, o.schema, NEXT_ID_SEQUENCE);
   const { timeBits, shardBits, sequenceBits, epochMs } = o.layout;
-  const S = int(sequenceBits);
-  const shardPart = int(BigInt(o.shard) << BigInt(sequenceBits));
+  const S = intLiteral(sequenceBits);
+  const shardPart = intLiteral(BigInt(o.shard) << BigInt(sequenceBits));
   // The last counter: where the time field is full, or (for layouts of more than ~53 time bits)
   // where the time would pass year 287,000 and leave to_timestamp's range, whichever comes first.
   const lastMs = BigInt(Math.min(2 ** timeBits - 1, NEXT_ID_LAST_UNIX_MS - epochMs));
@@ -102,20 +96,20 @@ function nextIdParts(o: NextIdObjects) {
     // regclass literal: resolved once per cached plan, independent of search_path.
     seqLit: `'${seq}'::pg_catalog.regclass`,
     slow: qualified(f, o.schema, NEXT_ID_SLOW_FUNCTION),
-    maxCounter: int(((lastMs + 1n) << BigInt(sequenceBits)) - 1n),
-    k1: int(NEXT_ID_LOCK_CLASS),
-    k2: int(nextIdLockKey(o.schema)),
+    maxCounter: intLiteral(((lastMs + 1n) << BigInt(sequenceBits)) - 1n),
+    k1: intLiteral(NEXT_ID_LOCK_CLASS),
+    k2: intLiteral(nextIdLockKey(o.schema)),
     // The counter v with the shard slotted in between its time and sequence parts:
     // v + T * (2^shiftTime - 2^S) + shard * 2^S, where T = v >> S. Four operators, because in a
     // single-row transaction PL/pgSQL pays for each operator node again (about 1k instructions).
     composeOf: (v: string) =>
-      `${v} + (${v} >> ${S}) * ${int((1n << BigInt(shardBits + sequenceBits)) - (1n << BigInt(sequenceBits)))} + ${shardPart}`,
+      `${v} + (${v} >> ${S}) * ${intLiteral((1n << BigInt(shardBits + sequenceBits)) - (1n << BigInt(sequenceBits)))} + ${shardPart}`,
     // Is v at most the slack behind the clock? Compared as timestamps (to_timestamp is cheap,
     // date_part parses its unit name on every call); the float is exact to well under a
     // microsecond for any layout, and NULL (no draw) compares as not fresh. The constants fold.
     // (No LEAST/GREATEST here: they skip NULLs.) The sequence's MAXVALUE keeps v in range.
     freshOf: (v: string) =>
-      `pg_catalog.to_timestamp(${v} * (0.001::float8 / ${int(1n << BigInt(sequenceBits))}) + ${int(epochMs + NEXT_ID_SLACK_MS)}::float8 / 1000) > pg_catalog.clock_timestamp()`,
+      `pg_catalog.to_timestamp(${v} * (0.001::float8 / ${intLiteral(1n << BigInt(sequenceBits))}) + ${intLiteral(epochMs + NEXT_ID_SLACK_MS)}::float8 / 1000) > pg_catalog.clock_timestamp()`,
   };
 }
 
@@ -151,19 +145,19 @@ export function nextIdDdl(o: NextIdObjects): { up: string[]; down: string[] } {
   const p = nextIdParts(o);
   const { seq, seqLit, slow, maxCounter, k1, k2 } = p;
   const { timeBits, shardBits, sequenceBits, epochMs } = o.layout;
-  const S = int(sequenceBits);
-  const shiftTime = int(shardBits + sequenceBits);
-  const seqMask = int((1n << BigInt(sequenceBits)) - 1n);
-  const epoch = int(epochMs);
+  const S = intLiteral(sequenceBits);
+  const shiftTime = intLiteral(shardBits + sequenceBits);
+  const seqMask = intLiteral((1n << BigInt(sequenceBits)) - 1n);
+  const epoch = intLiteral(epochMs);
   // The clock as a counter, to the counter unit rather than the millisecond, so that it agrees
   // with the fast path's test (else a draw could be stale there and fresh here, for up to 1 ms of
   // calls); capped one past the last counter so the cast cannot overflow before the check.
-  const nowCounter = `LEAST((pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) * 1000 - ${epoch}) * ${int(1n << BigInt(sequenceBits))}, ${maxCounter}::float8 + 1)::bigint`;
+  const nowCounter = `LEAST((${clockMs('postgres')} - ${epoch}) * ${intLiteral(1n << BigInt(sequenceBits))}, ${maxCounter}::float8 + 1)::bigint`;
   const composeOf = p.composeOf;
   const compose = composeOf('v');
   const fresh = p.freshOf('v');
-  const slack = int(BigInt(NEXT_ID_SLACK_MS) << BigInt(sequenceBits));
-  const cache = int(NEXT_ID_CACHE);
+  const slack = intLiteral(BigInt(NEXT_ID_SLACK_MS) << BigInt(sequenceBits));
+  const cache = intLiteral(NEXT_ID_CACHE);
   const exhausted = `next_id(): the time field of ${o.schema}.next_id() is exhausted (${timeBits} time bits from epoch ${new Date(epochMs).toISOString()}); install a layout with more timeBits or a later epoch in a new schema`;
   return {
     up: [
@@ -259,7 +253,7 @@ SELECT pg_catalog.to_timestamp(((id >> ${shiftTime}) + ${epoch})::float8 / 1000)
 $$`,
       `CREATE OR REPLACE FUNCTION ${s}.id_shard(id bigint) RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT AS $$
-SELECT ((id >> ${S}) & ${int((1n << BigInt(shardBits)) - 1n)})::integer
+SELECT ((id >> ${S}) & ${intLiteral((1n << BigInt(shardBits)) - 1n)})::integer
 $$`,
       `CREATE OR REPLACE FUNCTION ${s}.id_sequence(id bigint) RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT AS $$
@@ -357,7 +351,7 @@ export async function bumpNextIdSequence(db: SqlExecutor, schema: string, aheadM
     const res = await tx.run(
       `SELECT b::text AS before, pg_catalog.setval(${seq}, GREATEST(COALESCE(b, 0), t))::text AS after
          FROM (SELECT pg_catalog.pg_sequence_last_value(${seq}) AS b,
-                      ((pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) * 1000 + CAST(? AS float8) - CAST(? AS float8)) * CAST(? AS float8))::bigint AS t) q`,
+                      ((${clockMs('postgres')} + CAST(? AS float8) - CAST(? AS float8)) * CAST(? AS float8))::bigint AS t) q`,
       [aheadMs, epochMs, 2 ** sequenceBits],
     );
     const [before, after] = res.rows[0]!;
@@ -378,10 +372,7 @@ export async function readNextIdInstall(db: SqlExecutor, schema: string): Promis
 /** The time field's lag now (clock − the time of the last draw), in ms; null when never drawn. */
 export async function nextIdLagMs(db: SqlExecutor, schema: string, layout: IdLayout): Promise<number | null> {
   const seq = `'${qualified('postgres', schema, NEXT_ID_SEQUENCE)}'::pg_catalog.regclass`;
-  const res = await db.run(
-    `SELECT pg_catalog.pg_sequence_last_value(${seq})::text, floor(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) * 1000)::bigint::text`,
-    [],
-  );
+  const res = await db.run(`SELECT pg_catalog.pg_sequence_last_value(${seq})::text, floor(${clockMs('postgres')})::bigint::text`, []);
   const [last, now] = res.rows[0]!;
   if (last == null) return null;
   const ms = (toBigInt(last, 'last_value') >> BigInt(layout.sequenceBits)) + BigInt(layout.epochMs);

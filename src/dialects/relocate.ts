@@ -5,6 +5,7 @@
  */
 import { nextIdLockKey, NEXT_ID_LOCK_CLASS } from './next-id.js';
 import { createSchemaSql, qualified } from './detect.js';
+import { currentSchemaExpr } from './flavor.js';
 import type { SqlExecutor } from './sql.js';
 
 export type RelationKind = 'table' | 'sequence';
@@ -34,7 +35,7 @@ export async function ensureSchema(db: SqlExecutor, schema: string): Promise<voi
 
 /** Where unqualified CREATE TABLE went: the first schema of the search path that exists. */
 export async function currentSchema(db: SqlExecutor): Promise<string | undefined> {
-  const s = (await db.run('SELECT pg_catalog.current_schema() AS s', [])).rows[0]?.[0];
+  const s = (await db.run(`SELECT ${currentSchemaExpr('postgres')} AS s`, [])).rows[0]?.[0];
   return typeof s === 'string' ? s : undefined;
 }
 

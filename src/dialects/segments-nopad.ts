@@ -7,6 +7,7 @@
  */
 import type { SqlExecutor } from './sql.js';
 import { ownObject, ownSchema } from './detect.js';
+import { currentSchemaExpr } from './flavor.js';
 
 /** The NO PAD binary collations, in the order they are preferred (the first the server has is used). */
 const NO_PAD_COLLATIONS = ['utf8mb4_nopad_bin', 'utf8mb4_0900_bin'] as const;
@@ -22,7 +23,7 @@ export async function segmentTagNoPadDdl(db: SqlExecutor, schema: string | undef
   if (collation === undefined) return [];
   const where = ownSchema('mysql', schema);
   const current = await db.run(
-    `SELECT COLLATION_NAME AS name FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ${where === undefined ? 'DATABASE()' : '?'} AND TABLE_NAME = ? AND COLUMN_NAME = 'tag'`,
+    `SELECT COLLATION_NAME AS name FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ${where === undefined ? currentSchemaExpr('mysql') : '?'} AND TABLE_NAME = ? AND COLUMN_NAME = 'tag'`,
     where === undefined ? [table] : [where, table],
   );
   const row = current.rows[0];

@@ -14,7 +14,19 @@ import {
 import type { SqlExecutor, SqlResult, SqlValue } from './sql.js';
 import { IdleaseError } from '../errors.js';
 import { MAX_INT64, toBigInt } from '../ids.js';
-import { type Flavor, ownObject, ownObjectName, ownSchema, quoteIdent } from './detect.js';
+import { type Flavor, isPostgres, namedSchema, ownObject, ownObjectName, ownSchema, quoteIdent } from './detect.js';
+import {
+  affectedCountsUnchanged,
+  asText,
+  bigParam,
+  insertIgnore,
+  newValue,
+  newValueReturning,
+  newValueSet,
+  now,
+  perDialect,
+  type PerDialect,
+} from './flavor.js';
 import { leaseInstanceExpression } from './instance.js';
 import { DEFAULT_FAILOVER_GAP, MAX_FAILOVER_GAP } from '../failover-gap.js';
 
@@ -25,10 +37,15 @@ export interface SegmentTableRef {
 
 export function segmentTableDdl(flavor: Flavor, ref: SegmentTableRef): { up: string[]; down: string[] } {
   const t = ownObject(flavor, ref.schema, ref.table);
-  if (flavor === 'mysql') {
-    return {
-      up: [
-        `CREATE TABLE IF NOT EXISTS ${t} (
+  return {
+    up: [perDialect(flavor, SEGMENT_TABLE)(t, (name) => quoteIdent(flavor, ref.table + name))],
+    down: [`DROP TABLE IF EXISTS ${t}`],
+  };
+}
+
+/** CREATE TABLE, given the quoted table and the quoted name of a constraint from its suffix. */
+const SEGMENT_TABLE: PerDialect<(t: string, constraint: (suffix: string) => string) => string> = {
+  mysql: (t, constraint) => `CREATE TABLE IF NOT EXISTS ${t} (
   tag varchar(128) NOT NULL,
   max_id bigint NOT NULL DEFAULT 0,
   step int NOT NULL DEFAULT 1000,
@@ -36,16 +53,10 @@ export function segmentTableDdl(flavor: Flavor, ref: SegmentTableRef): { up: str
   updated_at timestamp(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3),
   ${FENCING_COLUMNS.mysql.join(',\n  ')},
   PRIMARY KEY (tag),
-  CONSTRAINT ${quoteIdent(flavor, ref.table + '_max_id_ck')} CHECK (max_id >= 0),
-  CONSTRAINT ${quoteIdent(flavor, ref.table + '_step_ck')} CHECK (step > 0)
+  CONSTRAINT ${constraint('_max_id_ck')} CHECK (max_id >= 0),
+  CONSTRAINT ${constraint('_step_ck')} CHECK (step > 0)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
-      ],
-      down: [`DROP TABLE IF EXISTS ${t}`],
-    };
-  }
-  return {
-    up: [
-      `CREATE TABLE IF NOT EXISTS ${t} (
+  postgres: (t) => `CREATE TABLE IF NOT EXISTS ${t} (
   tag varchar(128) PRIMARY KEY,
   max_id bigint NOT NULL DEFAULT 0 CHECK (max_id >= 0),
   step integer NOT NULL DEFAULT 1000 CHECK (step > 0),
@@ -53,10 +64,10 @@ export function segmentTableDdl(flavor: Flavor, ref: SegmentTableRef): { up: str
   updated_at timestamptz NOT NULL DEFAULT now(),
   ${FENCING_COLUMNS.postgres.join(',\n  ')}
 )`,
-    ],
-    down: [`DROP TABLE IF EXISTS ${t}`],
-  };
-}
+};
+
+/** What an UPDATE adds to keep updated_at current: MySQL's column does it itself (ON UPDATE CURRENT_TIMESTAMP). */
+const TOUCH: PerDialect<string> = { mysql: '', postgres: `, updated_at = ${now('postgres')}` };
 
 /**
  * The columns that fence a failover, beside max_id: `instance` names the database instance that
@@ -70,7 +81,7 @@ export function segmentTableDdl(flavor: Flavor, ref: SegmentTableRef): { up: str
  * still jumps. MariaDB accepts system variables in a DEFAULT expression (not stored functions), so
  * no trigger is needed — and a trigger on this table would hide LAST_INSERT_ID (leaseSegment).
  */
-const FENCING_COLUMNS = {
+const FENCING_COLUMNS: PerDialect<readonly string[]> = {
   mysql: [
     `instance varchar(255) NULL DEFAULT (${leaseInstanceExpression('mysql')})`,
     `failover_gap bigint NOT NULL DEFAULT ${DEFAULT_FAILOVER_GAP} CHECK (failover_gap > 0 AND failover_gap <= ${MAX_FAILOVER_GAP})`,
@@ -93,7 +104,7 @@ const FENCING_COLUMNS = {
  */
 export function segmentFencingDdl(flavor: Flavor, ref: SegmentTableRef): string[] {
   const t = ownObject(flavor, ref.schema, ref.table);
-  const columns = flavor === 'mysql' ? FENCING_COLUMNS.mysql : FENCING_COLUMNS.postgres;
+  const columns = perDialect(flavor, FENCING_COLUMNS);
   return [
     ...columns.map((c) => `ALTER TABLE ${t} ADD COLUMN IF NOT EXISTS ${c}`),
     `UPDATE ${t} SET instance = ${leaseInstanceExpression(flavor)} WHERE instance IS NULL`,
@@ -166,13 +177,10 @@ export interface SegmentTarget {
 export function segmentTarget(db: SqlExecutor, ref: SegmentTableRef): SegmentTarget {
   const flavor = db.flavor;
   const tb = ownObject(flavor, ref.schema, ref.table);
-  const mysql = flavor === 'mysql';
-  const big = mysql ? 'CAST(? AS SIGNED)' : 'CAST(? AS bigint)';
-  const touch = mysql ? '' : ', updated_at = now()';
+  const big = bigParam(flavor);
+  const touch = perDialect(flavor, TOUCH);
   const limit = MAX_INT64.toString();
-  const columns = mysql
-    ? 'tag, CAST(max_id AS CHAR) AS max_id, step, description, updated_at, instance, CAST(failover_gap AS CHAR) AS failover_gap, jumps, jumped_at'
-    : 'tag, max_id::text AS max_id, step, description, updated_at, instance, failover_gap::text AS failover_gap, jumps, jumped_at';
+  const columns = `tag, ${asText(flavor, 'max_id')} AS max_id, step, description, updated_at, instance, ${asText(flavor, 'failover_gap')} AS failover_gap, jumps, jumped_at`;
   const raiseTo = `UPDATE ${tb} SET max_id = ${big}${touch} WHERE max_id < ${big}`;
   const raiseBy = `UPDATE ${tb} SET max_id = max_id + ${big}${touch} WHERE max_id <= ${limit} - ${big}`;
   const here = leaseInstanceExpression(flavor);
@@ -184,34 +192,18 @@ export function segmentTarget(db: SqlExecutor, ref: SegmentTableRef): SegmentTar
       // THE lease, on the instance that served the row last: 0.2's statement plus one guard. A row
       // last leased on another database instance (a promoted standby, whose copy may lack the old
       // primary's latest leases) changes nothing here, and leaseSegment sends `fencedLease` instead.
-      // LAST_INSERT_ID(expr) puts the new value in the OK packet's insertId, which mysql2 always
-      // delivers exactly (a string past 2^53), whatever the pool's options.
-      lease: mysql
-        ? `UPDATE ${tb} SET max_id = LAST_INSERT_ID(max_id + ?) WHERE tag = ? AND max_id <= ${limit} - ? AND instance = ${here}`
-        : `UPDATE ${tb} SET max_id = max_id + ?${touch} WHERE tag = ? AND max_id <= ${limit} - ? AND instance = ${here} RETURNING max_id::text AS max_id`,
-      // The first lease on a new instance: the row first jumps past the next-but-one multiple of its
-      // failover_gap — at least the gap above the row it finds, and round, so a person reading IDs
-      // sees where a failover was — then moves by the step, and names this instance, in one
-      // statement: whoever comes first jumps, the others find it marked (their guarded lease above
-      // succeeds; this one, run again, adds just the step). MySQL evaluates SET left to right on the
-      // updated row, so `instance` is assigned last.
-      fencedLease: mysql
-        ? `UPDATE ${tb} SET max_id = LAST_INSERT_ID(IF(instance <=> ${here}, max_id, (max_id DIV failover_gap + 2) * failover_gap) + ?),
-  jumps = jumps + IF(instance <=> ${here}, 0, 1), jumped_at = IF(instance <=> ${here}, jumped_at, NOW(3)), instance = ${here}
-WHERE tag = ? AND max_id <= ${limit} - ? - IF(instance <=> ${here}, 0, 2 * failover_gap)`
-        : `UPDATE ${tb} AS s SET max_id = CASE WHEN s.instance = i.here THEN s.max_id ELSE (s.max_id / s.failover_gap + 2) * s.failover_gap END + CAST(? AS bigint),
-  jumps = s.jumps + CASE WHEN s.instance = i.here THEN 0 ELSE 1 END, jumped_at = CASE WHEN s.instance = i.here THEN s.jumped_at ELSE now() END,
-  instance = i.here${touch}
-FROM (SELECT ${here} AS here) i
-WHERE s.tag = ? AND s.max_id <= ${limit} - CAST(? AS bigint) - CASE WHEN s.instance = i.here THEN 0 ELSE 2 * s.failover_gap END
-RETURNING s.max_id::text AS max_id`,
+      lease: `UPDATE ${tb} SET ${newValueSet(flavor, 'max_id', 'max_id + ?')}${touch} WHERE tag = ? AND max_id <= ${limit} - ? AND instance = ${here}${newValueReturning(flavor, 'max_id', 'max_id')}`,
+      fencedLease: perDialect(flavor, FENCED_LEASE)({ tb, here, limit, touch }),
       giveBack: `UPDATE ${tb} SET max_id = ${big}${touch} WHERE tag = ? AND max_id = ${big}`,
       read: `SELECT ${columns} FROM ${tb} WHERE tag = ?`,
       list: `SELECT ${columns} FROM ${tb} ORDER BY tag`,
       // A new row is marked with the instance it is made on: its history starts there.
-      insert: mysql
-        ? `INSERT IGNORE INTO ${tb} (tag, max_id, step, description, failover_gap, instance) VALUES (?, ${big}, ?, ?, ${big}, ${here})`
-        : `INSERT INTO ${tb} (tag, max_id, step, description, failover_gap, instance) SELECT ?, ${big}, ?, ?, ${big}, ${here} ON CONFLICT (tag) DO NOTHING`,
+      insert: insertIgnore(
+        flavor,
+        `${tb} (tag, max_id, step, description, failover_gap, instance)`,
+        `VALUES (?, ${big}, ?, ?, ${big}, ${here})`,
+        'tag',
+      ),
       setStep: `UPDATE ${tb} SET step = ?${touch} WHERE tag = ?`,
       setGap: `UPDATE ${tb} SET failover_gap = ${big}${touch} WHERE tag = ?`,
       raiseTo,
@@ -222,17 +214,47 @@ RETURNING s.max_id::text AS max_id`,
   });
 }
 
+/**
+ * The first lease on a new instance: the row first jumps past the next-but-one multiple of its
+ * failover_gap — at least the gap above the row it finds, and round, so a person reading IDs sees
+ * where a failover was — then moves by the step, and names this instance, in one statement:
+ * whoever comes first jumps, the others find it marked (their guarded lease succeeds; this one,
+ * run again, adds just the step). Per dialect as a whole: MySQL evaluates SET left to right on
+ * the updated row, so `instance` is assigned last there; PostgreSQL reads the instance once in a
+ * FROM item and every SET sees the old row.
+ */
+const FENCED_LEASE: PerDialect<(s: { tb: string; here: string; limit: string; touch: string }) => string> = {
+  mysql: ({
+    tb,
+    here,
+    limit,
+  }) => `UPDATE ${tb} SET ${newValueSet('mysql', 'max_id', `IF(instance <=> ${here}, max_id, (max_id DIV failover_gap + 2) * failover_gap) + ?`)},
+  jumps = jumps + IF(instance <=> ${here}, 0, 1), jumped_at = IF(instance <=> ${here}, jumped_at, ${now('mysql')}), instance = ${here}
+WHERE tag = ? AND max_id <= ${limit} - ? - IF(instance <=> ${here}, 0, 2 * failover_gap)`,
+  postgres: ({
+    tb,
+    here,
+    limit,
+    touch,
+  }) => `UPDATE ${tb} AS s SET max_id = CASE WHEN s.instance = i.here THEN s.max_id ELSE (s.max_id / s.failover_gap + 2) * s.failover_gap END + ${bigParam('postgres')},
+  jumps = s.jumps + CASE WHEN s.instance = i.here THEN 0 ELSE 1 END, jumped_at = CASE WHEN s.instance = i.here THEN s.jumped_at ELSE ${now('postgres')} END,
+  instance = i.here${touch}
+FROM (SELECT ${here} AS here) i
+WHERE s.tag = ? AND s.max_id <= ${limit} - ${bigParam('postgres')} - CASE WHEN s.instance = i.here THEN 0 ELSE 2 * s.failover_gap END${newValueReturning('postgres', 's.max_id', 'max_id')}`,
+};
+
 /** Missing table → NOT_MIGRATED (what to run); anything else passes through for the caller's retry policy. */
 export async function translateSegmentError(err: unknown, ref: SegmentTableRef, flavor: Flavor, query?: CatalogQuery): Promise<unknown> {
   const older = isMissingColumn(err);
   if (!older && !isMissingTable(err)) return err;
   const schema = ownSchema(flavor, ref.schema);
+  const named = namedSchema(flavor, ref.schema);
   const flags = [
-    ...(ref.schema !== undefined && flavor !== 'mysql' ? [`--schema ${ref.schema}`] : []),
+    ...(named !== undefined ? [`--schema ${named}`] : []),
     ...(ref.table !== DEFAULT_TABLE ? [`--segments-table ${ref.table}`] : []),
   ];
   const options = [
-    ...(ref.schema !== undefined && flavor !== 'mysql' ? [`schema: '${ref.schema}'`] : []),
+    ...(named !== undefined ? [`schema: '${named}'`] : []),
     ...(ref.table !== DEFAULT_TABLE ? [`segments: { table: '${ref.table}' }`] : []),
   ];
   const call = `migrate(knex${options.length > 0 ? `, { ${options.join(', ')} }` : ''})`;
@@ -241,7 +263,7 @@ export async function translateSegmentError(err: unknown, ref: SegmentTableRef, 
     what: `The segment table ${ownObjectName(flavor, ref.schema, ref.table)} does not exist.`,
     call: `migrate(knex${options.length > 0 ? `, { ${options.join(', ')} }` : ''})`,
     flags: flags.join(' '),
-    olderIn: query ? await olderInstallSchema(query, flavor !== 'mysql', ref.schema !== undefined, schema ?? '', ref.table) : undefined,
+    olderIn: query ? await olderInstallSchema(query, isPostgres(flavor), ref.schema !== undefined, schema ?? '', ref.table) : undefined,
     ownSchema: schema,
     cause: err,
   });
@@ -270,28 +292,23 @@ async function run(t: SegmentTarget, text: string, values: readonly SqlValue[], 
 export async function leaseSegment(t: SegmentTarget, tag: string, step: number, timeoutMs?: number): Promise<bigint | undefined> {
   if (!Number.isSafeInteger(step) || step < 1) throw new IdleaseError('INVARIANT', `lease step must be a positive integer, got ${step}`);
   return retryConflicts(async (left) => {
-    let res = await run(t, t.text.lease, [step, tag, step], left);
+    let end = newValue(t.flavor, await run(t, t.text.lease, [step, tag, step], left), 'max_id');
     // Nothing changed: a row last leased on another instance (fence it now), or no row, or full.
-    if ((t.flavor === 'mysql' ? res.affected : res.rows.length) !== 1) res = await run(t, t.text.fencedLease, [step, tag, step], left);
-    if (t.flavor === 'mysql') {
-      if (res.affected !== 1) return undefined;
-      const end = toBigInt(res.insertId, 'max_id (insertId)');
-      // max_id + step ≥ 1, so 0 means the OK packet lost LAST_INSERT_ID(expr). MariaDB 10.11 answers
-      // 0 for an UPDATE that fired any trigger on the table (an audit trigger, pt-online-schema-change's),
-      // whatever the trigger does: the row moved, but where to is unknown here. Fatal, and said so: every
-      // retry would move the row again for nothing (the range is abandoned, never served).
-      if (end === 0n) {
-        throw new IdleaseError(
-          'BAD_CONFIG',
-          `The lease on ${ownObjectName(t.flavor, t.ref.schema, t.ref.table)} moved max_id, but the server's answer carried no new value ` +
-            '(LAST_INSERT_ID(expr) came back 0). A trigger on the segment table hides it on MariaDB: drop the trigger ' +
-            '(SHOW TRIGGERS LIKE the table), or run schema-change tools that use triggers elsewhere. The leased range was not handed out.',
-        );
-      }
-      return end;
+    if (end === undefined) end = newValue(t.flavor, await run(t, t.text.fencedLease, [step, tag, step], left), 'max_id');
+    // max_id + step ≥ 1, so 0 means the OK packet lost LAST_INSERT_ID(expr) (MySQL only: see
+    // newValue). MariaDB 10.11 answers 0 for an UPDATE that fired any trigger on the table (an
+    // audit trigger, pt-online-schema-change's), whatever the trigger does: the row moved, but
+    // where to is unknown here. Fatal, and said so: every retry would move the row again for
+    // nothing (the range is abandoned, never served).
+    if (end === 0n) {
+      throw new IdleaseError(
+        'BAD_CONFIG',
+        `The lease on ${ownObjectName(t.flavor, t.ref.schema, t.ref.table)} moved max_id, but the server's answer carried no new value ` +
+          '(LAST_INSERT_ID(expr) came back 0). A trigger on the segment table hides it on MariaDB: drop the trigger ' +
+          '(SHOW TRIGGERS LIKE the table), or run schema-change tools that use triggers elsewhere. The leased range was not handed out.',
+      );
     }
-    const row = res.rows[0];
-    return row ? toBigInt(row[0], 'max_id') : undefined;
+    return end;
   }, timeoutMs);
 }
 
@@ -334,7 +351,7 @@ export async function readSegmentRow(t: SegmentTarget, tag: string, timeoutMs?: 
 export async function segmentRowsIfAny(db: SqlExecutor, ref: SegmentTableRef): Promise<SegmentRow[]> {
   const t = segmentTarget(db, ref);
   const query = executorCatalogQuery(db);
-  if (!(await relationExists(query, db.flavor !== 'mysql', ownObject(db.flavor, ref.schema, ref.table)))) return [];
+  if (!(await relationExists(query, isPostgres(db.flavor), ownObject(db.flavor, ref.schema, ref.table)))) return [];
   try {
     return (await t.db.run(t.text.list, [])).rows.map(toRow);
   } catch (err) {
@@ -362,7 +379,7 @@ export async function insertSegmentRow(
 export async function updateFailoverGap(t: SegmentTarget, tag: string, gap: bigint): Promise<boolean> {
   const res = await run(t, t.text.setGap, [gap.toString(), tag]);
   if (res.affected === 1) return true;
-  return t.flavor === 'mysql' && (await readSegmentRow(t, tag)) !== undefined;
+  return !affectedCountsUnchanged(t.flavor) && (await readSegmentRow(t, tag)) !== undefined;
 }
 
 /** Change the admin step; false when the tag has no row. */
@@ -370,7 +387,7 @@ export async function updateSegmentStep(t: SegmentTarget, tag: string, step: num
   const res = await run(t, t.text.setStep, [step, tag]);
   if (res.affected === 1) return true;
   // MySQL counts a row whose value did not change as unaffected; tell "same step" from "no row".
-  return t.flavor === 'mysql' && (await readSegmentRow(t, tag)) !== undefined;
+  return !affectedCountsUnchanged(t.flavor) && (await readSegmentRow(t, tag)) !== undefined;
 }
 
 /**

@@ -12,9 +12,20 @@
  * parser on an app's pool (pg's setTypeParser(20, parseInt), a default mysql2 pool) rounds them.
  */
 import { isMissingColumn, isMissingTable } from './driver-errors.js';
-import { asText, bigParam, intLiteral, isTrue } from './flavor.js';
+import {
+  asText,
+  bigParam,
+  booleanLiteral,
+  currentSchemaExpr,
+  insertIgnore,
+  intLiteral,
+  isTrue,
+  now,
+  perDialect,
+  type PerDialect,
+} from './flavor.js';
 import { executorCatalogQuery, notMigratedError, olderInstallSchema, olderTableError, relationExists } from './missing-object.js';
-import { type Flavor, isPostgres, ownObject, ownObjectName, ownSchema } from './detect.js';
+import { type Flavor, isPostgres, namedSchema, ownObject, ownObjectName, ownSchema } from './detect.js';
 import type { SqlExecutor, SqlResult } from './sql.js';
 import { IdleaseError } from '../errors.js';
 import { toBigInt } from '../ids.js';
@@ -55,7 +66,7 @@ export interface TicketPair {
 }
 
 /** The failover fence of each counter, beside its scheme (see TicketScheme.instance). */
-const SCHEME_FENCING_COLUMNS = {
+const SCHEME_FENCING_COLUMNS: PerDialect<readonly string[]> = {
   mysql: [
     'instance varchar(255) NULL',
     `failover_gap bigint NOT NULL DEFAULT ${DEFAULT_FAILOVER_GAP}`,
@@ -77,8 +88,7 @@ const SCHEME_FENCING_COLUMNS = {
  */
 export async function upgradeSchemeFencing(db: SqlExecutor, ref: TicketRef): Promise<void> {
   const schemes = schemeTable(db.flavor, ref.schema);
-  const columns = db.flavor === 'mysql' ? SCHEME_FENCING_COLUMNS.mysql : SCHEME_FENCING_COLUMNS.postgres;
-  for (const c of columns) await db.run(`ALTER TABLE ${schemes} ADD COLUMN IF NOT EXISTS ${c}`, []);
+  for (const c of perDialect(db.flavor, SCHEME_FENCING_COLUMNS)) await db.run(`ALTER TABLE ${schemes} ADD COLUMN IF NOT EXISTS ${c}`, []);
   await db.run(`UPDATE ${schemes} SET instance = ? WHERE sequence_name = ? AND instance IS NULL`, [
     await currentInstance(db),
     ref.sequence,
@@ -117,10 +127,12 @@ export function ticketsDdl(
     // statement-based replication copies the primary's, not each replica's own.
     const here = await currentInstance(db);
     const gap = (opts.failoverGap ?? DEFAULT_FAILOVER_GAP).toString();
-    const sql =
-      flavor === 'mysql'
-        ? `INSERT IGNORE INTO ${schemes} (sequence_name, generation, increment_by, offset_by, is_open, instance, failover_gap) VALUES (?, 1, ?, ?, 1, ?, ${bigParam(flavor)})`
-        : `INSERT INTO ${schemes} (sequence_name, generation, increment_by, offset_by, is_open, instance, failover_gap) VALUES (?, 1, ?, ?, true, ?, ${bigParam(flavor)}) ON CONFLICT (sequence_name) DO NOTHING`;
+    const sql = insertIgnore(
+      flavor,
+      `${schemes} (sequence_name, generation, increment_by, offset_by, is_open, instance, failover_gap)`,
+      `VALUES (?, 1, ?, ?, ${booleanLiteral(flavor, true)}, ?, ${bigParam(flavor)})`,
+      'sequence_name',
+    );
     await db.run(sql, [ref.sequence, opts.increment, opts.offset, here, gap]);
   };
   // Down removes what up created: the scheme table goes with its last row (other ticket
@@ -130,52 +142,15 @@ export function ticketsDdl(
     const left = (await db.run(`SELECT COUNT(*) AS n FROM ${schemes}`, [])).rows[0];
     if (Number(left?.[0] ?? 0) === 0) await db.run(`DROP TABLE IF EXISTS ${schemes}`, []);
   };
-  if (flavor === 'mysql') {
-    return {
-      up: [
-        `CREATE TABLE IF NOT EXISTS ${schemes} (
-  sequence_name varchar(64) NOT NULL PRIMARY KEY,
-  generation bigint NOT NULL,
-  increment_by int NOT NULL,
-  offset_by int NOT NULL,
-  is_open tinyint NOT NULL,
-  ${SCHEME_FENCING_COLUMNS.mysql.join(',\n  ')}
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
-        `CREATE TABLE IF NOT EXISTS ${obj} (
-  id bigint unsigned NOT NULL AUTO_INCREMENT,
-  stub char(1) NOT NULL DEFAULT '',
-  PRIMARY KEY (id),
-  UNIQUE KEY stub (stub)
-) ENGINE=${opts.engine}`,
-      ],
-      down: [`DROP TABLE IF EXISTS ${obj}`],
-      seed,
-      unseed,
-    };
-  }
-  return {
-    up: [
-      `CREATE TABLE IF NOT EXISTS ${schemes} (
-  sequence_name varchar(64) PRIMARY KEY,
-  generation bigint NOT NULL,
-  increment_by integer NOT NULL,
-  offset_by integer NOT NULL,
-  is_open boolean NOT NULL,
-  ${SCHEME_FENCING_COLUMNS.postgres.join(',\n  ')}
-)`,
-      `CREATE SEQUENCE IF NOT EXISTS ${obj} AS bigint INCREMENT BY ${intLiteral(opts.increment)} MINVALUE 1 START WITH ${intLiteral(opts.offset)} NO CYCLE`,
-    ],
-    down: [`DROP SEQUENCE IF EXISTS ${obj}`],
-    seed,
-    unseed,
-  };
+  return { ...perDialect(flavor, COUNTERS).ddl(obj, schemes, opts), seed, unseed };
 }
 
 /** The ticket objects of `ref` are missing on this server: NOT_MIGRATED naming the migrate that installs them. */
 async function notMigrated(db: SqlExecutor, ref: TicketRef, cause: unknown): Promise<IdleaseError> {
   const flavor = db.flavor;
-  const explicitSchema = ref.schema !== undefined && isPostgres(flavor);
+  const explicitSchema = namedSchema(flavor, ref.schema) !== undefined;
   const schema = ownSchema(flavor, ref.schema);
+  const where = namedSchema(flavor, schema);
   if (isMissingColumn(cause)) {
     return olderTableError({
       table: ownObjectName(flavor, ref.schema, SCHEME_TABLE),
@@ -185,16 +160,10 @@ async function notMigrated(db: SqlExecutor, ref: TicketRef, cause: unknown): Pro
     });
   }
   return notMigratedError({
-    what: `The ticket objects for sequence "${ref.sequence}" are missing on this server${flavor === 'mysql' ? '' : ` (schema ${schema})`}.`,
+    what: `The ticket objects for sequence "${ref.sequence}" are missing on this server${where === undefined ? '' : ` (schema ${where})`}.`,
     call: `migrate(knex, { ${explicitSchema ? `schema: '${ref.schema}', ` : ''}tickets: { sequences: ['${ref.sequence}'] } })`,
     flags: `${explicitSchema ? `--schema ${ref.schema} ` : ''}--no-segments --tickets ${ref.sequence}`,
-    olderIn: await olderInstallSchema(
-      executorCatalogQuery(db),
-      isPostgres(flavor),
-      ref.schema !== undefined,
-      schema ?? '',
-      flavor === 'mysql' ? ticketObjectName(ref.sequence) : SCHEME_TABLE,
-    ),
+    olderIn: await olderInstallSchema(executorCatalogQuery(db), isPostgres(flavor), ref.schema !== undefined, schema ?? '', SCHEME_TABLE),
     ownSchema: schema,
     cause,
   });
@@ -202,12 +171,12 @@ async function notMigrated(db: SqlExecutor, ref: TicketRef, cause: unknown): Pro
 
 /** A PostgreSQL sequence's last value, once it was called. */
 async function sequenceLastValue(db: SqlExecutor, seq: string): Promise<bigint | undefined> {
-  const row = (await db.run(`SELECT last_value::text AS last_value, is_called FROM ${seq}`, [])).rows[0];
+  const row = (await db.run(`SELECT ${asText('postgres', 'last_value')} AS last_value, is_called FROM ${seq}`, [])).rows[0];
   return row && isTrue(row[1]) ? toBigInt(row[0], 'last_value') : undefined;
 }
 
 async function mysqlMaxId(db: SqlExecutor, table: string): Promise<bigint | undefined> {
-  const last = (await db.run(`SELECT CAST(MAX(id) AS CHAR) AS last FROM ${table}`, [])).rows[0]?.[0];
+  const last = (await db.run(`SELECT ${asText('mysql', 'MAX(id)')} AS last FROM ${table}`, [])).rows[0]?.[0];
   return last == null ? undefined : toBigInt(last, 'last id');
 }
 
@@ -219,7 +188,7 @@ export async function lastIssuedTicket(db: SqlExecutor, ref: TicketRef): Promise
   const obj = ticketObject(db.flavor, ref);
   if (!(await relationExists(executorCatalogQuery(db), isPostgres(db.flavor), obj))) return undefined;
   try {
-    return db.flavor === 'mysql' ? await mysqlMaxId(db, obj) : await sequenceLastValue(db, obj);
+    return await perDialect(db.flavor, COUNTERS).last(db, obj);
   } catch (err) {
     if (isMissingTable(err)) return undefined;
     throw err;
@@ -280,22 +249,16 @@ export async function fenceFailover(db: SqlExecutor, ref: TicketRef): Promise<bo
   const schemes = schemeTable(flavor, ref.schema);
   try {
     return await db.transaction(async (tx) => {
-      // PostgreSQL: draws hold ACCESS SHARE on the scheme table; MySQL: a shared lock on the row.
-      if (isPostgres(flavor)) await tx.run(`LOCK TABLE ${schemes} IN ACCESS EXCLUSIVE MODE`, []);
-      const scheme = await readScheme(tx, ref, flavor === 'mysql');
+      const counter = perDialect(flavor, COUNTERS);
+      // Where draws are held by the table's lock it is taken here; else the row's, read FOR UPDATE.
+      const scheme = await readScheme(tx, ref, !(await counter.holdDraws(tx, schemes)));
       if (!needsFailoverFence(scheme)) return false;
       const target = failoverTarget(await highestIssued(tx, ref), scheme.failoverGap ?? DEFAULT_FAILOVER_GAP, scheme);
-      if (flavor === 'mysql') {
-        // A row with an explicit id moves the AUTO_INCREMENT counter past it (InnoDB and MyISAM
-        // alike), and the next draw takes the first value above it with the residue: target + increment.
-        await tx.run(`REPLACE INTO ${obj} (id, stub) VALUES (${bigParam(flavor)}, 'a')`, [target.toString()]);
-      } else {
-        await tx.run(`SELECT setval('${obj}', ${bigParam(flavor)}, true)`, [target.toString()]);
-      }
-      await tx.run(
-        `UPDATE ${schemes} SET instance = ?, jumps = jumps + 1, jumped_at = ${flavor === 'mysql' ? 'NOW(3)' : 'now()'} WHERE sequence_name = ?`,
-        [scheme.here!, ref.sequence],
-      );
+      await counter.jumpTo(tx, obj, target);
+      await tx.run(`UPDATE ${schemes} SET instance = ?, jumps = jumps + 1, jumped_at = ${now(flavor)} WHERE sequence_name = ?`, [
+        scheme.here!,
+        ref.sequence,
+      ]);
       return true;
     });
   } catch (err) {
@@ -373,8 +336,9 @@ const postgresDrawn = (res: SqlResult): bigint | undefined => (res.rows[0] ? toB
  * at its maximum → EXHAUSTED; other driver errors pass through for the caller's retry policy.
  */
 export function ticketDraw(flavor: Flavor, ref: TicketRef): (db: SqlExecutor, generation: bigint) => Promise<bigint | undefined> {
-  const text = flavor === 'mysql' ? mysqlDrawSql(ref) : postgresDrawSql(flavor, ref);
-  const drawn = flavor === 'mysql' ? mysqlDrawn : postgresDrawn;
+  const counter = perDialect(flavor, COUNTERS);
+  const text = counter.drawSql(flavor, ref);
+  const drawn = counter.drawn;
   const failed = async (db: SqlExecutor, err: unknown): Promise<never> => {
     if (isMissingTable(err) || isMissingColumn(err)) throw await notMigrated(db, ref, err);
     if ((err as { code?: string }).code === '2200H' || /reached maximum value of sequence/i.test(String((err as Error).message))) {
@@ -406,7 +370,10 @@ export interface TicketCounterFacts {
 /** On MySQL `db` is a ticket session, so that the session pair shown is the one draws run under. */
 export async function ticketCounterFacts(db: SqlExecutor, ref: TicketRef): Promise<TicketCounterFacts> {
   const obj = ticketObject(db.flavor, ref);
-  if (db.flavor !== 'mysql') return { engine: 'sequence', lastId: await sequenceLastValue(db, obj) };
+  return perDialect(db.flavor, COUNTERS).facts(db, ref, obj);
+}
+
+async function mysqlCounterFacts(db: SqlExecutor, ref: TicketRef, obj: string): Promise<TicketCounterFacts> {
   const vars = (
     await db.run(
       'SELECT @@session.auto_increment_increment, @@session.auto_increment_offset, @@global.auto_increment_increment, @@global.auto_increment_offset',
@@ -414,7 +381,7 @@ export async function ticketCounterFacts(db: SqlExecutor, ref: TicketRef): Promi
     )
   ).rows[0];
   const engine = (
-    await db.run('SELECT ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?', [
+    await db.run(`SELECT ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA = ${currentSchemaExpr('mysql')} AND TABLE_NAME = ?`, [
       ticketObjectName(ref.sequence),
     ])
   ).rows[0]?.[0];
@@ -443,9 +410,9 @@ export async function fenceScheme(db: SqlExecutor, ref: TicketRef): Promise<Tick
       // Postgres: draws hold ACCESS SHARE on the scheme table until they end; this waits for
       // them and holds new ones until commit. MySQL: the draw's INSERT … SELECT holds a shared
       // lock on the scheme row, which this UPDATE waits for.
-      if (isPostgres(flavor)) await tx.run(`LOCK TABLE ${schemes} IN ACCESS EXCLUSIVE MODE`, []);
+      await perDialect(flavor, COUNTERS).holdDraws(tx, schemes);
       const res = await tx.run(
-        `UPDATE ${schemes} SET generation = generation + 1, is_open = ${flavor === 'mysql' ? '0' : 'false'} WHERE sequence_name = ?`,
+        `UPDATE ${schemes} SET generation = generation + 1, is_open = ${booleanLiteral(flavor, false)} WHERE sequence_name = ?`,
         [ref.sequence],
       );
       return res.affected === 1 ? readScheme(tx, ref) : undefined;
@@ -461,13 +428,16 @@ export async function fenceScheme(db: SqlExecutor, ref: TicketRef): Promise<Tick
 /** The highest ticket this server has ever issued (0 if none). Call after fencing. */
 export async function highestIssued(db: SqlExecutor, ref: TicketRef): Promise<bigint> {
   const obj = ticketObject(db.flavor, ref);
-  if (db.flavor !== 'mysql') return (await sequenceLastValue(db, obj)) ?? 0n;
+  return perDialect(db.flavor, COUNTERS).highest(db, ref, obj);
+}
+
+async function mysqlHighestIssued(db: SqlExecutor, ref: TicketRef, obj: string): Promise<bigint> {
   // The counter, not just MAX(id): a draw that rolled back still used its value, and
   // the counter is the floor the server will continue from anyway.
   const row = (
     await db.run(
-      `SELECT (SELECT CAST(COALESCE(MAX(id), 0) AS CHAR) FROM ${obj}) AS max_id,
-            (SELECT CAST(COALESCE(AUTO_INCREMENT, 1) - 1 AS CHAR) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?) AS counter`,
+      `SELECT (SELECT ${asText('mysql', 'COALESCE(MAX(id), 0)')} FROM ${obj}) AS max_id,
+            (SELECT ${asText('mysql', 'COALESCE(AUTO_INCREMENT, 1) - 1')} FROM information_schema.TABLES WHERE TABLE_SCHEMA = ${currentSchemaExpr('mysql')} AND TABLE_NAME = ?) AS counter`,
       [ticketObjectName(ref.sequence)],
     )
   ).rows[0]!;
@@ -485,21 +455,121 @@ export async function openScheme(db: SqlExecutor, ref: TicketRef, next: TicketPa
   const obj = ticketObject(flavor, ref);
   const schemes = schemeTable(flavor, ref.schema);
   // The counter was just moved on this instance: its history is complete here.
-  const reopen = `UPDATE ${schemes} SET generation = generation + 1, increment_by = ?, offset_by = ?, is_open = ${flavor === 'mysql' ? '1' : 'true'}, instance = ? WHERE sequence_name = ?`;
+  const reopen = `UPDATE ${schemes} SET generation = generation + 1, increment_by = ?, offset_by = ?, is_open = ${booleanLiteral(flavor, true)}, instance = ? WHERE sequence_name = ?`;
   const values = [next.increment, next.offset, await currentInstance(db), ref.sequence];
-  if (flavor === 'mysql') {
-    // MySQL hands out the smallest value ≥ AUTO_INCREMENT that is ≡ offset (mod increment)
-    // of the session, so setting the counter to `first` is enough. Not transactional (DDL):
-    // the scheme stays closed until the UPDATE below, so nobody draws in between.
-    await db.run(`ALTER TABLE ${obj} AUTO_INCREMENT = ${intLiteral(next.first)}`, []);
-    await db.run(reopen, values);
-  } else {
-    await db.transaction(async (tx) => {
-      await tx.run(`LOCK TABLE ${schemes} IN ACCESS EXCLUSIVE MODE`, []);
-      const first = intLiteral(next.first);
-      await tx.run(`ALTER SEQUENCE ${obj} INCREMENT BY ${intLiteral(next.increment)} START WITH ${first} RESTART WITH ${first}`, []);
-      await tx.run(reopen, values);
-    });
-  }
+  await perDialect(flavor, COUNTERS).restart(db, { obj, schemes, next }, async (on) => {
+    await on.run(reopen, values);
+  });
   return readScheme(db, ref);
 }
+
+/**
+ * The counter behind a sequence's tickets, per dialect as a whole: an AUTO_INCREMENT table on
+ * MySQL (the session's auto_increment_increment/offset give the pair, setTicketSession), a
+ * SEQUENCE on PostgreSQL (its INCREMENT BY/START WITH are the pair). `obj` is the counter's
+ * quoted name, `schemes` the scheme table's.
+ */
+interface TicketCounter {
+  /** The scheme table and the counter (the seed and unseed are shared). */
+  ddl(obj: string, schemes: string, opts: { engine: TicketEngine; increment: number; offset: number }): { up: string[]; down: string[] };
+  /** The draw's text (values: the sequence name, the generation as a decimal string) and its reading. */
+  drawSql(flavor: Flavor, ref: TicketRef): string;
+  drawn(res: SqlResult): bigint | undefined;
+  /** The last ticket issued; undefined when none was. */
+  last(db: SqlExecutor, obj: string): Promise<bigint | undefined>;
+  /** The floor the counter continues from (0 if none). */
+  highest(db: SqlExecutor, ref: TicketRef, obj: string): Promise<bigint>;
+  facts(db: SqlExecutor, ref: TicketRef, obj: string): Promise<TicketCounterFacts>;
+  /**
+   * Hold every draw out until `tx` ends, where draws are held by a table lock, and say so.
+   * PostgreSQL: draws hold ACCESS SHARE on the scheme table, so ACCESS EXCLUSIVE waits for them
+   * and holds new ones. MySQL: nothing here (false): the draw's INSERT … SELECT holds a shared
+   * lock on the scheme row, which a write to the row, or a read FOR UPDATE, waits for.
+   */
+  holdDraws(tx: SqlExecutor, schemes: string): Promise<boolean>;
+  /** Move the counter so that the next draw is the first value above `target` with the residue. */
+  jumpTo(tx: SqlExecutor, obj: string, target: bigint): Promise<void>;
+  /** Restart the counter at `next.first` with the new increment, then `reopen` the scheme. */
+  restart(
+    db: SqlExecutor,
+    where: { obj: string; schemes: string; next: TicketPair & { first: bigint } },
+    reopen: (on: SqlExecutor) => Promise<void>,
+  ): Promise<void>;
+}
+
+const COUNTERS: PerDialect<TicketCounter> = {
+  mysql: {
+    ddl: (obj, schemes, opts) => ({
+      up: [
+        `CREATE TABLE IF NOT EXISTS ${schemes} (
+  sequence_name varchar(64) NOT NULL PRIMARY KEY,
+  generation bigint NOT NULL,
+  increment_by int NOT NULL,
+  offset_by int NOT NULL,
+  is_open tinyint NOT NULL,
+  ${SCHEME_FENCING_COLUMNS.mysql.join(',\n  ')}
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+        `CREATE TABLE IF NOT EXISTS ${obj} (
+  id bigint unsigned NOT NULL AUTO_INCREMENT,
+  stub char(1) NOT NULL DEFAULT '',
+  PRIMARY KEY (id),
+  UNIQUE KEY stub (stub)
+) ENGINE=${opts.engine}`,
+      ],
+      down: [`DROP TABLE IF EXISTS ${obj}`],
+    }),
+    drawSql: (_flavor, ref) => mysqlDrawSql(ref),
+    drawn: mysqlDrawn,
+    last: mysqlMaxId,
+    highest: mysqlHighestIssued,
+    facts: mysqlCounterFacts,
+    holdDraws: () => Promise.resolve(false),
+    // A row with an explicit id moves the AUTO_INCREMENT counter past it (InnoDB and MyISAM
+    // alike), and the next draw takes the first value above it with the residue: target + increment.
+    jumpTo: async (tx, obj, target) => {
+      await tx.run(`REPLACE INTO ${obj} (id, stub) VALUES (${bigParam('mysql')}, 'a')`, [target.toString()]);
+    },
+    // MySQL hands out the smallest value ≥ AUTO_INCREMENT that is ≡ offset (mod increment) of the
+    // session, so setting the counter to `first` is enough. Not transactional (DDL): the scheme
+    // stays closed until `reopen`, so nobody draws in between.
+    restart: async (db, { obj, next }, reopen) => {
+      await db.run(`ALTER TABLE ${obj} AUTO_INCREMENT = ${intLiteral(next.first)}`, []);
+      await reopen(db);
+    },
+  },
+  postgres: {
+    ddl: (obj, schemes, opts) => ({
+      up: [
+        `CREATE TABLE IF NOT EXISTS ${schemes} (
+  sequence_name varchar(64) PRIMARY KEY,
+  generation bigint NOT NULL,
+  increment_by integer NOT NULL,
+  offset_by integer NOT NULL,
+  is_open boolean NOT NULL,
+  ${SCHEME_FENCING_COLUMNS.postgres.join(',\n  ')}
+)`,
+        `CREATE SEQUENCE IF NOT EXISTS ${obj} AS bigint INCREMENT BY ${intLiteral(opts.increment)} MINVALUE 1 START WITH ${intLiteral(opts.offset)} NO CYCLE`,
+      ],
+      down: [`DROP SEQUENCE IF EXISTS ${obj}`],
+    }),
+    drawSql: postgresDrawSql,
+    drawn: postgresDrawn,
+    last: sequenceLastValue,
+    highest: async (db, _ref, obj) => (await sequenceLastValue(db, obj)) ?? 0n,
+    facts: async (db, _ref, obj) => ({ engine: 'sequence', lastId: await sequenceLastValue(db, obj) }),
+    holdDraws: async (tx, schemes) => {
+      await tx.run(`LOCK TABLE ${schemes} IN ACCESS EXCLUSIVE MODE`, []);
+      return true;
+    },
+    jumpTo: async (tx, obj, target) => {
+      await tx.run(`SELECT setval('${obj}', ${bigParam('postgres')}, true)`, [target.toString()]);
+    },
+    restart: (db, { obj, schemes, next }, reopen) =>
+      db.transaction(async (tx) => {
+        await COUNTERS.postgres.holdDraws(tx, schemes);
+        const first = intLiteral(next.first);
+        await tx.run(`ALTER SEQUENCE ${obj} INCREMENT BY ${intLiteral(next.increment)} START WITH ${first} RESTART WITH ${first}`, []);
+        await reopen(tx);
+      }),
+  },
+};

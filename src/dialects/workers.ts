@@ -4,9 +4,26 @@
  * the database's clock (now()/NOW(3)): hosts disagree about the time, the database is one judge.
  */
 import { isIdleaseError } from '../errors.js';
-import { asText, bigParam } from './flavor.js';
+import {
+  asText,
+  bigParam,
+  fromDual,
+  hasReturning,
+  affectedCountsUnchanged,
+  intParam,
+  msParamTimestamp,
+  now as nowExpr,
+  onConflictDoNothing,
+  onConflictUpdate,
+  pastTimestamp,
+  perDialect,
+  type PerDialect,
+  plusMsParam,
+  textParam,
+  timestampMs,
+} from './flavor.js';
 import { toBigInt, toInt32 } from '../ids.js';
-import { type Flavor, ownObject, ownObjectName, ownSchema, quoteIdent } from './detect.js';
+import { type Flavor, isPostgres, namedSchema, ownObject, ownObjectName, ownSchema, quoteIdent } from './detect.js';
 import { instanceExpression, PGLITE_INSTANCE } from './instance.js';
 import { retryConflicts } from './conflicts.js';
 import { executorCatalogQuery, isMissingTable, notMigratedError, olderInstallSchema, relationExists } from './missing-object.js';
@@ -25,10 +42,15 @@ export interface WorkerTableRef {
 export function workerTableDdl(flavor: Flavor, ref: WorkerTableRef): { up: string[]; down: string[] } {
   const t = ownObject(flavor, ref.schema, ref.table);
   const marker = instanceMarkerDdl(flavor, ref);
-  if (flavor === 'mysql') {
-    return {
-      up: [
-        `CREATE TABLE IF NOT EXISTS ${t} (
+  return {
+    up: [perDialect(flavor, WORKER_TABLE)(t, quoteIdent(flavor, ref.table + '_worker_id_ck')), ...marker.up, markFreshTable(flavor, ref)],
+    down: [...marker.down, `DROP TABLE IF EXISTS ${t}`],
+  };
+}
+
+/** CREATE TABLE, given the quoted table and the quoted name of its worker_id constraint. */
+const WORKER_TABLE: PerDialect<(t: string, check: string) => string> = {
+  mysql: (t, check) => `CREATE TABLE IF NOT EXISTS ${t} (
   worker_group varchar(128) NOT NULL,
   worker_id int NOT NULL,
   holder_token char(32) NOT NULL,
@@ -38,17 +60,9 @@ export function workerTableDdl(flavor: Flavor, ref: WorkerTableRef): { up: strin
   lease_expires_at timestamp(3) NOT NULL,
   max_time_ms bigint NOT NULL DEFAULT 0,
   PRIMARY KEY (worker_group, worker_id),
-  CONSTRAINT ${quoteIdent(flavor, ref.table + '_worker_id_ck')} CHECK (worker_id >= 0)
+  CONSTRAINT ${check} CHECK (worker_id >= 0)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
-        ...marker.up,
-        markFreshTable(flavor, ref),
-      ],
-      down: [...marker.down, `DROP TABLE IF EXISTS ${t}`],
-    };
-  }
-  return {
-    up: [
-      `CREATE TABLE IF NOT EXISTS ${t} (
+  postgres: (t) => `CREATE TABLE IF NOT EXISTS ${t} (
   worker_group varchar(128) NOT NULL,
   worker_id integer NOT NULL CHECK (worker_id >= 0),
   holder_token char(32) NOT NULL,
@@ -59,12 +73,7 @@ export function workerTableDdl(flavor: Flavor, ref: WorkerTableRef): { up: strin
   max_time_ms bigint NOT NULL DEFAULT 0,
   PRIMARY KEY (worker_group, worker_id)
 )`,
-      ...marker.up,
-      markFreshTable(flavor, ref),
-    ],
-    down: [...marker.down, `DROP TABLE IF EXISTS ${t}`],
-  };
-}
+};
 
 /**
  * The instance marker's table is named after the worker table: `<table>_instance`, so the worker
@@ -83,22 +92,25 @@ export function instanceMarkerTable(table: string): string {
  */
 export function instanceMarkerDdl(flavor: Flavor, ref: WorkerTableRef): { up: string[]; down: string[] } {
   const m = ownObject(flavor, ref.schema, instanceMarkerTable(ref.table));
-  const up =
-    flavor === 'mysql'
-      ? `CREATE TABLE IF NOT EXISTS ${m} (
+  const up = perDialect(flavor, MARKER_TABLE)(m, quoteIdent(flavor, ref.table + '_one_ck'));
+  return { up: [up], down: [`DROP TABLE IF EXISTS ${m}`] };
+}
+
+/** CREATE TABLE of the marker, given the quoted table and the quoted name of its one-row constraint. */
+const MARKER_TABLE: PerDialect<(m: string, check: string) => string> = {
+  mysql: (m, check) => `CREATE TABLE IF NOT EXISTS ${m} (
   id smallint NOT NULL,
   instance varchar(255) NOT NULL,
   written_at timestamp(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
   PRIMARY KEY (id),
-  CONSTRAINT ${quoteIdent(flavor, ref.table + '_one_ck')} CHECK (id = 1)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`
-      : `CREATE TABLE IF NOT EXISTS ${m} (
+  CONSTRAINT ${check} CHECK (id = 1)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+  postgres: (m) => `CREATE TABLE IF NOT EXISTS ${m} (
   id smallint NOT NULL PRIMARY KEY CHECK (id = 1),
   instance varchar(255) NOT NULL,
   written_at timestamptz NOT NULL DEFAULT now()
-)`;
-  return { up: [up], down: [`DROP TABLE IF EXISTS ${m}`] };
-}
+)`,
+};
 
 /**
  * A worker table migrate has just created holds no lease anywhere: its history is complete on
@@ -108,10 +120,7 @@ export function instanceMarkerDdl(flavor: Flavor, ref: WorkerTableRef): { up: st
 function markFreshTable(flavor: Flavor, ref: WorkerTableRef): string {
   const t = ownObject(flavor, ref.schema, ref.table);
   const m = ownObject(flavor, ref.schema, instanceMarkerTable(ref.table));
-  const select = `SELECT 1, ${instanceExpression(flavor)} ${flavor === 'mysql' ? 'FROM DUAL ' : ''}WHERE NOT EXISTS (SELECT 1 FROM ${t})`;
-  return flavor === 'mysql'
-    ? `INSERT INTO ${m} (id, instance) ${select} ON DUPLICATE KEY UPDATE id = id`
-    : `INSERT INTO ${m} (id, instance) ${select} ON CONFLICT (id) DO NOTHING`;
+  return `INSERT INTO ${m} (id, instance) SELECT 1, ${instanceExpression(flavor)}${fromDual(flavor)} WHERE NOT EXISTS (SELECT 1 FROM ${t}) ${onConflictDoNothing(flavor, 'id')}`;
 }
 
 export interface WorkerHolder {
@@ -162,20 +171,17 @@ export interface WorkerTarget {
  * int8 goes out as a decimal string cast in SQL and comes back cast to text, as for segments.
  */
 export function workerTarget(db: SqlExecutor, ref: WorkerTableRef): WorkerTarget {
-  const mysql = db.flavor === 'mysql';
-  const tb = ownObject(db.flavor, ref.schema, ref.table);
-  const now = mysql ? 'NOW(3)' : 'now()';
-  const big = bigParam(db.flavor);
-  const expiry = mysql ? `${now} + INTERVAL ? * 1000 MICROSECOND` : `${now} + make_interval(secs => CAST(? AS float8) / 1000)`;
-  const fromMs = mysql ? 'FROM_UNIXTIME(? / 1000)' : 'to_timestamp(CAST(? AS float8) / 1000)';
+  const flavor = db.flavor;
+  const tb = ownObject(flavor, ref.schema, ref.table);
+  const now = nowExpr(flavor);
+  const big = bigParam(flavor);
+  const expiry = plusMsParam(flavor, now);
   // Every computed column is named: knex hands rows over as objects, where two unnamed columns would collide.
-  const toMs = (col: string) =>
-    (mysql ? `CAST(ROUND(UNIX_TIMESTAMP(${col}) * 1000) AS CHAR)` : `round(extract(epoch FROM ${col}) * 1000)::bigint::text`) +
-    ` AS ${col}`;
-  const text = (col: string) => `${asText(db.flavor, col)} AS ${col}`;
+  const toMs = (col: string) => `${timestampMs(flavor, col)} AS ${col}`;
+  const text = (col: string) => `${asText(flavor, col)} AS ${col}`;
   const mine = 'worker_group = ? AND worker_id = ? AND holder_token = ?';
-  const marker = ownObject(db.flavor, ref.schema, instanceMarkerTable(ref.table));
-  const instance = instanceExpression(db.flavor);
+  const marker = ownObject(flavor, ref.schema, instanceMarkerTable(ref.table));
+  const instance = instanceExpression(flavor);
   // What a claim answers besides the id: the instance it ran on and the one the marker names.
   const instances = `${instance} AS instance, (SELECT m.instance FROM ${marker} m WHERE m.id = 1) AS marked_instance`;
   // The lowest candidate: expired rows, and the first gap (0, or one past an existing id).
@@ -186,65 +192,69 @@ export function workerTarget(db: SqlExecutor, ref: WorkerTableRef): WorkerTarget
      WHERE g.id <= ? AND NOT EXISTS (SELECT 1 FROM ${tb} x WHERE x.worker_group = ? AND x.worker_id = g.id)
   ) c`;
   const insert = `(worker_group, worker_id, holder_token, holder_host, holder_pid, holder_started_at, lease_expires_at, max_time_ms)
-SELECT ?, pick.id, ?, ?, CAST(? AS ${mysql ? 'SIGNED' : 'integer'}), ${fromMs}, ${expiry}, 0 FROM (${candidate}) pick WHERE pick.id IS NOT NULL`;
+SELECT ?, pick.id, ?, ?, ${intParam(flavor)}, ${msParamTimestamp(flavor)}, ${expiry}, 0 FROM (${candidate}) pick WHERE pick.id IS NOT NULL`;
   const columns = `worker_group, worker_id, holder_host, holder_pid, ${toMs('holder_started_at')}, ${toMs('lease_expires_at')}, ${text('max_time_ms')}, CASE WHEN lease_expires_at >= ${now} THEN 1 ELSE 0 END AS alive`;
   const list = `SELECT ${columns} FROM ${tb}`;
   return Object.freeze({
     db,
     ref,
     text: Object.freeze({
-      // Column order matters in MySQL's ON DUPLICATE KEY UPDATE: lease_expires_at goes last, so
-      // every condition above it still reads the old expiry.
-      claim: mysql
-        ? `INSERT INTO ${tb} ${insert}
+      claim: `${perDialect(flavor, CLAIM)(tb, insert, now)}${hasReturning(flavor) ? `\nRETURNING worker_id, ${text('max_time_ms')}, ${instances}` : ''}`,
+      claimed: `SELECT worker_id, ${text('max_time_ms')}, ${instances} FROM ${tb} WHERE worker_group = ? AND holder_token = ?`,
+      renew: `UPDATE ${tb} SET lease_expires_at = ${expiry}, max_time_ms = GREATEST(max_time_ms, ${big}) WHERE ${mine}`,
+      owned: `SELECT 1 FROM ${tb} WHERE ${mine}`,
+      release: `UPDATE ${tb} SET lease_expires_at = ${pastTimestamp(flavor)}, max_time_ms = ${big} WHERE ${mine}`,
+      list: `${list} ORDER BY worker_group, worker_id`,
+      listGroup: `${list} WHERE worker_group = ? ORDER BY worker_group, worker_id`,
+      // Only while still on the instance the claimer waited on: after yet another failover the
+      // marker keeps naming an older instance, and the next claimer waits again.
+      mark: `INSERT INTO ${marker} (id, instance, written_at) SELECT 1, ${textParam(flavor)}, ${now}${fromDual(flavor)} WHERE ${instance} = ?
+${onConflictUpdate(flavor, 'id', ['instance', 'written_at'])}`,
+    }),
+  });
+}
+
+/**
+ * THE claim's INSERT: takes the candidate id, and on a row that exists takes it over only while it
+ * is still expired. A conditional upsert, per dialect as a whole. Column order matters in MySQL's
+ * ON DUPLICATE KEY UPDATE: lease_expires_at goes last, so every condition above it still reads the
+ * old expiry.
+ */
+const CLAIM: PerDialect<(tb: string, insert: string, now: string) => string> = {
+  mysql: (tb, insert, now) => `INSERT INTO ${tb} ${insert}
 ON DUPLICATE KEY UPDATE
   holder_token = IF(lease_expires_at < ${now}, VALUES(holder_token), holder_token),
   holder_host = IF(lease_expires_at < ${now}, VALUES(holder_host), holder_host),
   holder_pid = IF(lease_expires_at < ${now}, VALUES(holder_pid), holder_pid),
   holder_started_at = IF(lease_expires_at < ${now}, VALUES(holder_started_at), holder_started_at),
-  lease_expires_at = IF(lease_expires_at < ${now}, VALUES(lease_expires_at), lease_expires_at)`
-        : `INSERT INTO ${tb} AS w ${insert}
+  lease_expires_at = IF(lease_expires_at < ${now}, VALUES(lease_expires_at), lease_expires_at)`,
+  postgres: (tb, insert, now) => `INSERT INTO ${tb} AS w ${insert}
 ON CONFLICT (worker_group, worker_id) DO UPDATE SET
   holder_token = EXCLUDED.holder_token, holder_host = EXCLUDED.holder_host, holder_pid = EXCLUDED.holder_pid,
   holder_started_at = EXCLUDED.holder_started_at, lease_expires_at = EXCLUDED.lease_expires_at
-  WHERE w.lease_expires_at < ${now}
-RETURNING worker_id, ${text('max_time_ms')}, ${instances}`,
-      claimed: `SELECT worker_id, ${text('max_time_ms')}, ${instances} FROM ${tb} WHERE worker_group = ? AND holder_token = ?`,
-      renew: `UPDATE ${tb} SET lease_expires_at = ${expiry}, max_time_ms = GREATEST(max_time_ms, ${big}) WHERE ${mine}`,
-      owned: `SELECT 1 FROM ${tb} WHERE ${mine}`,
-      release: `UPDATE ${tb} SET lease_expires_at = ${mysql ? `'1970-01-02 00:00:00'` : `'epoch'::timestamptz`}, max_time_ms = ${big} WHERE ${mine}`,
-      list: `${list} ORDER BY worker_group, worker_id`,
-      listGroup: `${list} WHERE worker_group = ? ORDER BY worker_group, worker_id`,
-      // Only while still on the instance the claimer waited on: after yet another failover the
-      // marker keeps naming an older instance, and the next claimer waits again.
-      mark: mysql
-        ? `INSERT INTO ${marker} (id, instance, written_at) SELECT 1, ?, NOW(3) FROM DUAL WHERE ${instance} = ?
-ON DUPLICATE KEY UPDATE instance = VALUES(instance), written_at = VALUES(written_at)`
-        : `INSERT INTO ${marker} AS m (id, instance, written_at) SELECT 1, CAST(? AS varchar), now() WHERE ${instance} = ?
-ON CONFLICT (id) DO UPDATE SET instance = EXCLUDED.instance, written_at = EXCLUDED.written_at`,
-    }),
-  });
-}
+  WHERE w.lease_expires_at < ${now}`,
+};
 
 async function translate(err: unknown, t: WorkerTarget): Promise<unknown> {
   if (!isMissingTable(err)) return err;
   const flavor = t.db.flavor;
   const schema = ownSchema(flavor, t.ref.schema);
-  const explicitSchema = t.ref.schema !== undefined && flavor !== 'mysql';
+  const explicitSchema = namedSchema(flavor, t.ref.schema);
   const customTable = t.ref.table !== 'idlease_workers';
   const options = [
-    ...(explicitSchema ? [`schema: '${t.ref.schema}'`] : []),
+    ...(explicitSchema !== undefined ? [`schema: '${explicitSchema}'`] : []),
     `workers: ${customTable ? `{ table: '${t.ref.table}' }` : 'true'}`,
   ];
   return notMigratedError({
     what: `The worker table ${ownObjectName(flavor, t.ref.schema, t.ref.table)} or its instance marker ${ownObjectName(flavor, t.ref.schema, instanceMarkerTable(t.ref.table))} does not exist.`,
     call: `migrate(knex, { ${options.join(', ')} })`,
-    flags: [...(explicitSchema ? [`--schema ${t.ref.schema}`] : []), customTable ? `--workers-table ${t.ref.table}` : '--workers'].join(
-      ' ',
-    ),
+    flags: [
+      ...(explicitSchema !== undefined ? [`--schema ${explicitSchema}`] : []),
+      customTable ? `--workers-table ${t.ref.table}` : '--workers',
+    ].join(' '),
     olderIn: await olderInstallSchema(
       executorCatalogQuery(t.db),
-      flavor !== 'mysql',
+      isPostgres(flavor),
       t.ref.schema !== undefined,
       schema ?? '',
       t.ref.table,
@@ -298,7 +308,7 @@ export async function claimWorkerId(
   ttlMs: number,
 ): Promise<WorkerClaim | undefined> {
   const values = [group, holder.token, holder.host, holder.pid, holder.startedAt.getTime(), ttlMs, group, group, maxWorkerId, group];
-  if (t.db.flavor !== 'mysql') return toClaim((await run(t, t.text.claim, values)).rows[0]);
+  if (hasReturning(t.db.flavor)) return toClaim((await run(t, t.text.claim, values)).rows[0]);
   // Claimers racing for the same gap deadlock on InnoDB's gap locks; the loser changed nothing.
   await retryConflicts(() => run(t, t.text.claim, values));
   // MySQL has no RETURNING: the outcome is read back by the claim's own token. The INSERT
@@ -322,7 +332,7 @@ export async function renewWorkerId(
   const res = await run(t, t.text.renew, [ttlMs, maxTimeMs.toString(), group, workerId, token]);
   // MySQL counts a row whose values did not change as 0 affected; the expiry always moves (NOW(3)), except within one ms.
   if (res.affected === 1) return true;
-  if (t.db.flavor !== 'mysql') return false;
+  if (affectedCountsUnchanged(t.db.flavor)) return false;
   return (await run(t, t.text.owned, [group, workerId, token])).rows.length === 1;
 }
 
@@ -345,7 +355,7 @@ export async function releaseWorkerId(
 /** Leases not yet expired by the database's clock; none when the table does not exist (a down migration's check). */
 export async function liveWorkerLeases(db: SqlExecutor, ref: WorkerTableRef): Promise<WorkerRow[]> {
   const t = workerTarget(db, ref);
-  if (!(await relationExists(executorCatalogQuery(db), db.flavor !== 'mysql', ownObject(db.flavor, ref.schema, ref.table)))) return [];
+  if (!(await relationExists(executorCatalogQuery(db), isPostgres(db.flavor), ownObject(db.flavor, ref.schema, ref.table)))) return [];
   try {
     return (await listWorkerRows(t)).filter((r) => r.alive);
   } catch (err) {
