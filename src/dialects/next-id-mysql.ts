@@ -93,11 +93,18 @@ export function mysqlNextIdDdl(o: MysqlNextIdInstall): { up: string[]; down: str
       // The ticker: a 1 s event looping every TICK_MS (the scheduler's own period is whole
       // seconds). Runs that overlap by a few ms are harmless: SETVAL only ever raises. It does
       // nothing on a read-only server (a demoted primary whose event is still enabled), so it
-      // never writes there.
+      // never writes there, and nothing on a server other than home: there every ID carries the
+      // fence's gap, and moving the sequence up to the clock would make those IDs track the
+      // clock a gap ahead, where the old home's own IDs arrive a gap later after a fail-back
+      // (a failover manager that re-enables events, as MaxScale's handle_events does, would
+      // otherwise start exactly that). Left alone, the fenced IDs stay near the time of the
+      // failover plus the gap; `next-id attach` there makes the server home and the ticker runs.
       `CREATE EVENT IF NOT EXISTS ${q(MYSQL_NEXT_ID_EVENT)} ON SCHEDULE EVERY 1 SECOND ON COMPLETION PRESERVE ENABLE
 COMMENT ${stringLiteral(f, `idlease next_id: moves ${MYSQL_NEXT_ID_SEQUENCE} up to the clock every ${TICK_MS} ms`)}
 DO BEGIN
   DECLARE i INT DEFAULT 0;
+  DECLARE home BIGINT DEFAULT NULL;
+  SELECT home_server_id INTO home FROM ${q(MYSQL_NEXT_ID_TABLE)} WHERE id = 1;
   -- Ticks stay out of the binary log (a few hundred bytes each, 200 a second): a replica's
   -- copy of the sequence follows every draw anyway, through the refill that each draw after a
   -- tick writes. Without the privilege to do so the ticks are logged, which is only bigger.
@@ -105,7 +112,7 @@ DO BEGIN
     DECLARE CONTINUE HANDLER FOR SQLEXCEPTION BEGIN END;
     SET SESSION sql_log_bin = 0;
   END;
-  WHILE i < ${intLiteral(tickLoop)} AND @@GLOBAL.read_only = 0 DO
+  WHILE i < ${intLiteral(tickLoop)} AND @@GLOBAL.read_only = 0 AND @@server_id = home DO
     EXECUTE IMMEDIATE CONCAT('DO SETVAL(${q(MYSQL_NEXT_ID_SEQUENCE)}, ', ${clockCounter(o)}, ')');
     DO SLEEP(${(TICK_MS / 1000).toFixed(3)});
     SET i = i + 1;

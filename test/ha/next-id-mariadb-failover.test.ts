@@ -8,6 +8,7 @@
  * and the writers carry on: no ID any writer was given twice. The fence is in the column
  * DEFAULT (IDs made off the home server run the failover gap ahead); without it this run repeats
  * IDs (145 in a run with the fence term removed from the DEFAULT).
+ * A ticker re-enabled on the new primary (as MaxScale's handle_events would) stays idle there.
  * Then `next-id attach` on the new primary makes it home, and IDs stay unique across that too.
  */
 import { execFileSync } from 'node:child_process';
@@ -107,6 +108,14 @@ describe('next_id() on MariaDB through an asynchronous failover', () => {
     // Still fenced: the promoted replica is not home, and says how to make it so.
     const fenced = JSON.parse((await runMain(['--url', url(r), '--json', 'next-id', 'status'])).out);
     expect(fenced).toMatchObject({ homeServerId: 1, serverId: 2, shard: 3 });
+    // A failover manager that re-enables the events it finds (MaxScale's handle_events) starts
+    // the ticker here too. Off home it must stay idle: moving the sequence to the clock would
+    // make the fenced IDs track the clock a gap ahead, which the old home's own IDs reach a gap
+    // after a fail-back. So the sequence keeps trailing the clock until attach runs here.
+    sql(r, 'ALTER EVENT test.idlease_next_id_tick ENABLE;');
+    await sleep(2_500);
+    const idle = JSON.parse((await runMain(['--url', url(r), '--json', 'next-id', 'status'])).out);
+    expect(idle.lagMs, 'the ticker moved the sequence on a server that is not home').toBeGreaterThan(1_500);
     // Attach here: this server becomes home, its ticker runs, writers keep going.
     expect((await runMain(['--url', url(r), 'next-id', 'attach', 'ids'])).err).toBe('');
     await sleep(2_000);
