@@ -8,6 +8,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Knex } from 'knex';
 import { createTestDb, type TestDb } from '../helpers/db.js';
+import { auditNextIdTable } from '../helpers/next-id-audit.js';
 import { migrate } from '../../src/migrations/migrate.js';
 import { attachNextId, detachNextId, nextIdStatus } from '../../src/next-id/attach.js';
 import { decodeId, resolveLayout } from '../../src/layout/index.js';
@@ -19,16 +20,7 @@ import { NEXT_ID_LOCK_CLASS, NEXT_ID_SLACK_MS, nextIdLockKey } from '../../src/d
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const layout = resolveLayout({});
 
-/** Rows, distinct ids, and ids not above their predecessor in generation order (per session s, by x). */
-async function audit(knex: Knex, name: string): Promise<{ rows: number; distinct: number; notIncreasing: number }> {
-  const res = await knex.raw(
-    `SELECT (SELECT count(*) FROM ${name})::int AS rows,
-            (SELECT count(DISTINCT id) FROM ${name})::int AS distinct_ids,
-            (SELECT count(*) FROM (SELECT id <= lag(id) OVER (PARTITION BY s ORDER BY x) AS bad FROM ${name}) q WHERE bad)::int AS not_increasing`,
-  );
-  const r = res.rows[0];
-  return { rows: r.rows, distinct: r.distinct_ids, notIncreasing: r.not_increasing };
-}
+const audit = (knex: Knex, name: string) => auditNextIdTable(knex, name);
 
 /** A table without a primary key (a duplicate must show in the count, not abort the insert), attached. */
 async function attachedTable(knex: Knex, name: string, schema: string): Promise<void> {

@@ -1,6 +1,7 @@
 /** The same next_id() on PGlite (Postgres in WASM, one in-process connection). */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDb, type TestDb } from '../helpers/db.js';
+import { auditNextIdTable } from '../helpers/next-id-audit.js';
 import { migrate } from '../../src/migrations/migrate.js';
 import { decodeId, resolveLayout } from '../../src/layout/index.js';
 import { toBigInt } from '../../src/ids.js';
@@ -14,15 +15,7 @@ afterAll(async () => {
   await db.drop();
 });
 
-async function audit(name: string): Promise<{ rows: number; distinct: number; notIncreasing: number }> {
-  const res = await db.knex.raw(
-    `SELECT (SELECT count(*) FROM ${name})::int AS rows,
-            (SELECT count(DISTINCT id) FROM ${name})::int AS distinct_ids,
-            (SELECT count(*) FROM (SELECT id <= lag(id) OVER (ORDER BY x) AS bad FROM ${name}) q WHERE bad)::int AS not_increasing`,
-  );
-  const r = res.rows[0];
-  return { rows: r.rows, distinct: r.distinct_ids, notIncreasing: r.not_increasing };
-}
+const audit = (name: string) => auditNextIdTable(db.knex, name, 'byX');
 
 describe('next_id() on PGlite', () => {
   const layout = resolveLayout({});

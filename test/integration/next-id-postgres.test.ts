@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Knex } from 'knex';
 import { createTestDb, type TestDb } from '../helpers/db.js';
+import { auditNextIdTable } from '../helpers/next-id-audit.js';
 import { migrate } from '../../src/migrations/migrate.js';
 import { decodeId, resolveLayout, type IdLayout } from '../../src/layout/index.js';
 import { toBigInt } from '../../src/ids.js';
@@ -32,16 +33,7 @@ async function table(knex: Knex, name: string, schema: string): Promise<void> {
   await knex.raw(`CREATE TABLE ${name} (id bigint NOT NULL DEFAULT ${schema}.next_id(), s int NOT NULL DEFAULT 0, x bigint NOT NULL)`);
 }
 
-/** Rows, distinct ids, and ids not above their predecessor in generation order (per session s, by x). */
-async function audit(knex: Knex, name: string): Promise<{ rows: number; distinct: number; notIncreasing: number }> {
-  const res = await knex.raw(
-    `SELECT (SELECT count(*) FROM ${name})::int AS rows,
-            (SELECT count(DISTINCT id) FROM ${name})::int AS distinct_ids,
-            (SELECT count(*) FROM (SELECT id <= lag(id) OVER (PARTITION BY s ORDER BY x) AS bad FROM ${name}) q WHERE bad)::int AS not_increasing`,
-  );
-  const r = res.rows[0];
-  return { rows: r.rows, distinct: r.distinct_ids, notIncreasing: r.not_increasing };
-}
+const audit = (knex: Knex, name: string) => auditNextIdTable(knex, name);
 
 /** idlease next_id() advisory locks held in this test's database (pg_locks spans the cluster). */
 async function heldNextIdLocks(): Promise<number> {
