@@ -138,6 +138,18 @@ describe('a new embedded database from the shipped template', () => {
     expect(await inspect(dirA, installIds)).toEqual(idA);
   }, 240_000);
 
+  it('a copy whose first open stopped after writing its install id (the marker still there) keeps that id', async () => {
+    const h = project('install-crash');
+    const dir = path.join(h, '.idlease', 'pglite');
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    untar(ARCHIVE, dir);
+    await inspect(dir, (db) => db.query("INSERT INTO idlease.idlease_install (id) VALUES ('written-before-the-crash')"));
+    expect(existsSync(path.join(dir, INSTALL_ID_PENDING))).toBe(true);
+    expect(ids(await next(h, {}, 1))).toEqual([1n]);
+    expect(await inspect(dir, installIds)).toEqual(['written-before-the-crash']);
+    expect(existsSync(path.join(dir, INSTALL_ID_PENDING))).toBe(false);
+  }, 240_000);
+
   it('a template older than the code (fewer migrations, or none) is migrated on first use', async () => {
     // As a release before the install table shipped it: no install table, its migration not recorded.
     const older = await alteredTemplate('older', async (db) => {
