@@ -39,7 +39,7 @@ export async function writeInstallId(db: SqlExecutor, schema: string | undefined
   await db.run(installTableDdl(db.flavor, schema).insert, [randomUUID()]);
 }
 
-/** Remove the install id, keeping the table: only for the template `npm run build` ships (src/embedded/template-build.ts). */
+/** Remove the install id, keeping the table: only for the template `npm run build` ships (src/migrations/embedded-template.ts). */
 export async function clearInstallId(db: SqlExecutor, schema: string | undefined): Promise<void> {
   await db.run(`DELETE FROM ${ownObject(db.flavor, schema, INSTALL_TABLE)}`, []);
 }

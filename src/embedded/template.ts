@@ -7,7 +7,7 @@
  * The template also carries idlease's own objects: `npm run build` runs PGlite's initdb in a
  * directory of its own, then the default `migrate` (what a first `idlease next <tag>` or
  * `idlease migrate` would run, knex's bookkeeping included), then closes it cleanly
- * (./template-build.ts). A first run then finds the directory current, as a warm run does,
+ * (src/migrations/embedded-template.ts). A first run then finds the directory current, as a warm run does,
  * instead of running knex's migrator (~25 statements in WASM, half of a first run).
  *
  * What keeps this sound:

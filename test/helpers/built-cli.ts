@@ -39,7 +39,7 @@ export default function setup(): void {
   if (!existsSync(STAMP) || statSync(STAMP).mtimeMs < sources) {
     process.stderr.write('built-cli: dist/ is older than the sources: building it (tsc -p tsconfig.build.json, then the template)\n');
     run([path.join(REPO_ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'], 'tsc -p tsconfig.build.json');
-    // The template is migrated by the built code (src/embedded/template-build.ts): a change to the migrations changes it.
+    // The template is migrated by the built code (src/migrations/embedded-template.ts): a change to the migrations changes it.
     run([path.join(REPO_ROOT, 'scripts/build-pglite-template.mjs')], 'scripts/build-pglite-template.mjs');
     writeFileSync(STAMP, '');
   }
