@@ -79,11 +79,9 @@ function build(): void {
   const tsc = path.join(ROOT, 'node_modules/typescript/bin/tsc');
   const res = spawnSync(process.execPath, [tsc, '-p', 'tsconfig.build.json'], { cwd: ROOT, stdio: 'inherit' });
   if (res.status !== 0) throw new Error('npm run build failed');
-  // The template changes only with PGlite: made once, as `npm run build` does.
-  if (!existsSync(path.join(ROOT, 'dist/pglite-template.tar.gz'))) {
-    const made = spawnSync(process.execPath, ['scripts/build-pglite-template.mjs'], { cwd: ROOT, stdio: 'inherit' });
-    if (made.status !== 0) throw new Error('scripts/build-pglite-template.mjs failed');
-  }
+  // The template is migrated by the code just built (src/migrations/embedded-template.ts): made again, as `npm run build` does.
+  const made = spawnSync(process.execPath, ['scripts/build-pglite-template.mjs'], { cwd: ROOT, stdio: 'inherit' });
+  if (made.status !== 0) throw new Error('scripts/build-pglite-template.mjs failed');
 }
 
 const FIVE_IDS = /^(\d+\n){5}$/;

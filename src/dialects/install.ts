@@ -4,6 +4,7 @@
  * (the same install), while two databases migrated apart never share one. What is bound to an
  * install (a Redis sequence's key: src/redis-sequence/) reads it here.
  */
+import { randomUUID } from 'node:crypto';
 import { ownObject, ownObjectName, type Flavor } from './detect.js';
 import { fromDual, perDialect, type PerDialect } from './flavor.js';
 import { isMissingTable, notMigratedError } from './missing-object.js';
@@ -31,6 +32,20 @@ const INSTALL_TABLE_DDL: PerDialect<(t: string) => string> = {
   created_at timestamptz NOT NULL DEFAULT now()
 )`,
 };
+
+/**
+ * Write a new random install id unless the table already holds one: what the install migration
+ * does, and what the first open of an embedded directory made from the shipped template does
+ * (the template carries the table but no id, so that no two directories share one).
+ */
+export async function writeInstallId(db: SqlExecutor, schema: string | undefined): Promise<void> {
+  await db.run(installTableDdl(db.flavor, schema).insert, [randomUUID()]);
+}
+
+/** Remove the install id, keeping the table: only for the template `npm run build` ships (src/migrations/embedded-template.ts). */
+export async function clearInstallId(db: SqlExecutor, schema: string | undefined): Promise<void> {
+  await db.run(`DELETE FROM ${ownObject(db.flavor, schema, INSTALL_TABLE)}`, []);
+}
 
 /** The install id (the oldest row, should a copy ever hold two); NOT_MIGRATED when the table or its row is missing. */
 export async function readInstallId(db: SqlExecutor, schema: string | undefined, timeoutMs: number): Promise<string> {

@@ -4,7 +4,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { PGliteArtifacts } from './preload.js';
 import { tightenDataDir } from './permissions.js';
-import { createFromTemplate, discardTemplateCopy, templateArchive } from './template.js';
+import { createFromTemplate, discardTemplateCopy, templateArchive, writePendingInstallId } from './template.js';
 
 export interface OpenedEmbedded {
   readonly db: PGlite;
@@ -22,7 +22,8 @@ export const EMBEDDED_SHARED_BUFFERS = '16MB';
 /**
  * Open an embedded database: a data directory (the caller holds its lock, ./lock.ts) or, with
  * `dir` undefined, one in memory. A database that does not exist yet is made from the shipped
- * template (./template.ts), else by PGlite's initdb. `artifacts` may still be compiling
+ * template (./template.ts), else by PGlite's initdb; a copy of the template gets its own install
+ * id on its first open, before the caller can use it. `artifacts` may still be compiling
  * (preload.ts): a new directory is unpacked meanwhile, on the other core. The directory and
  * everything in it are the owner's only once open (./permissions.ts).
  */
@@ -47,7 +48,11 @@ export async function openEmbedded(
     if (archive === undefined) return { db: await open(), isNew };
     const loadDataDir = new Blob([await readFile(archive)]);
     // A template the installed PGlite does not open: initdb, as without one.
-    return { db: await open({ loadDataDir }).catch(() => open()), isNew };
+    const db = await open({ loadDataDir }).catch(() => undefined);
+    if (db === undefined) return { db: await open(), isNew };
+    // The template carries idlease's tables but no install id: this database's own, before any use.
+    await closedOnError(db, () => writePendingInstallId(db, undefined));
+    return { db, isNew };
   }
   // A directory someone made before (mkdir -p, a volume) is closed to others before PGlite writes into it.
   const wasOpen = tightenDataDir(dir, false);
@@ -58,14 +63,22 @@ export async function openEmbedded(
         discardTemplateCopy(dir);
         return open();
       });
-  try {
+  await closedOnError(db, async () => {
     // What initdb wrote (0666), or anything in a directory that was open to others: the owner's
     // only. A directory that was 0700 kept everyone else out, whatever the modes inside
     // (PGlite writes new WAL segments 0666 too): then the ~1,000 entries are not walked again.
     tightenDataDir(dir, isNew || wasOpen);
+    // A copy of the template gets its own install id on its first open (a marker says so; one stat otherwise).
+    await writePendingInstallId(db, dir);
+  });
+  return { db, isNew };
+}
+
+async function closedOnError(db: PGlite, work: () => Promise<void>): Promise<void> {
+  try {
+    await work();
   } catch (err) {
     await db.close();
     throw err;
   }
-  return { db, isNew };
 }

@@ -4,11 +4,22 @@
  * container; unpacking the ~4.5 MB archive takes a fraction of a second and ~40 MB, and
  * the process then opens the directory as on any later run.
  *
+ * The template also carries idlease's own objects: `npm run build` runs PGlite's initdb in a
+ * directory of its own, then the default `migrate` (what a first `idlease next <tag>` or
+ * `idlease migrate` would run, knex's bookkeeping included), then closes it cleanly
+ * (src/migrations/embedded-template.ts). A first run then finds the directory current, as a warm run does,
+ * instead of running knex's migrator (~25 statements in WASM, half of a first run).
+ *
  * What keeps this sound:
- * - The template is exactly what PGlite's initdb produces: `npm run build` makes it in a directory
- *   of its own, opens it once and closes it cleanly, no statement of idlease's ever run on it
- *   (scripts/build-pglite-template.mjs). It holds no tag, no table, no ID, and each new directory
- *   is its own copy, so no two directories share state.
+ * - The template holds no tag and no ID, and no install id (the id a Redis sequence's key is
+ *   bound to: two databases must never share one). Its copies carry a marker file instead
+ *   (INSTALL_ID_PENDING), and the first open of each copy, under the directory's lock and before
+ *   anything else runs on it, writes a random install id and then removes the marker
+ *   (writePendingInstallId): a crash between the two leaves the marker, and the write, which
+ *   never replaces an id, runs again. Each new directory is its own copy, so no two share state.
+ * - A template made by an older idlease (fewer migrations, or none: IDLEASE_PGLITE_TEMPLATE=<an
+ *   older archive>) is a directory migrated by that release: `migrate` applies what is missing,
+ *   as on any upgrade.
  * - Only a directory that does not exist is made this way, and only under its lock (the caller
  *   holds it): an existing directory is never replaced, so none can go backwards.
  * - The directory appears by rename() of a complete copy: a crash leaves a stray `*.tmp-*` beside
@@ -27,11 +38,23 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { gunzip } from 'node:zlib';
+import type { PGlite } from '@electric-sql/pglite';
+import { DEFAULT_SCHEMA } from '../dialects/detect.js';
+import { writeInstallId } from '../dialects/install.js';
+import { isMissingTable } from '../dialects/missing-object.js';
+import { pgliteExecutor } from '../drivers/pglite.js';
 import { IdleaseError } from '../errors.js';
 import { packageRoot } from '../package-root.js';
 
 /** Where `npm run build` writes the template, relative to the package's root. */
 export const TEMPLATE_ARCHIVE = 'dist/pglite-template.tar.gz';
+
+/**
+ * A file in the template's data directory (PostgreSQL ignores it), so in each copy until its
+ * first open has written the copy's own install id. The template is migrated into the default
+ * schema, where that id goes.
+ */
+export const INSTALL_ID_PENDING = 'idlease-install-id-pending';
 
 /**
  * The archive new databases are unpacked from; undefined when turned off or not built (a checkout
@@ -121,4 +144,22 @@ export async function createFromTemplate(dir: string, archive: string): Promise<
 /** Undo createFromTemplate when PGlite could not open the copy: nothing was issued from it yet. */
 export function discardTemplateCopy(dir: string): void {
   fs.rmSync(dir, { recursive: true, force: true });
+}
+
+/**
+ * The first open of a copy of the template: write its own install id, then remove the marker.
+ * Call right after PGlite opened `dir` under its lock. A directory without the marker (made by
+ * initdb, or opened before) costs one stat. `dir` undefined is a memory database loaded from
+ * the template: always a first open. A template without the install table (made by an older
+ * idlease) is left to `migrate`, which creates the table with an id.
+ */
+export async function writePendingInstallId(db: PGlite, dir: string | undefined): Promise<void> {
+  const marker = dir === undefined ? undefined : path.join(dir, INSTALL_ID_PENDING);
+  if (marker !== undefined && !fs.existsSync(marker)) return;
+  try {
+    await writeInstallId(pgliteExecutor(db), DEFAULT_SCHEMA);
+  } catch (err) {
+    if (!isMissingTable(err)) throw err;
+  }
+  if (marker !== undefined) fs.rmSync(marker, { force: true });
 }

@@ -1,6 +1,6 @@
-import { randomUUID } from 'node:crypto';
-import { installTableDdl, INSTALL_TABLE } from '../dialects/install.js';
+import { installTableDdl, INSTALL_TABLE, writeInstallId } from '../dialects/install.js';
 import type { Flavor } from '../dialects/detect.js';
+import { knexExecutor } from '../drivers/knex.js';
 import type { IdleaseMigration } from './types.js';
 
 /**
@@ -15,7 +15,7 @@ export function installMigrations(flavor: Flavor, schema: string | undefined): I
       name: `install:${INSTALL_TABLE}`,
       up: async (knex) => {
         await knex.raw(ddl.create);
-        await knex.raw(ddl.insert, [randomUUID()]);
+        await writeInstallId(knexExecutor(knex), schema);
       },
       down: async (knex) => {
         await knex.raw(ddl.down);

@@ -41,6 +41,26 @@ describe('TypeScript samples', () => {
   });
 });
 
+describe('README samples run again', () => {
+  // A user runs a sample, then runs it again on the same databases: the ticket walkthrough grows
+  // its servers 2 → 3, so a second run's migrate with increment 2 met the reshard (refused).
+  it('the ticket walkthrough runs twice in a row on the same servers and prints the same', { timeout: 4 * RUN_TIMEOUT_MS }, async () => {
+    const blocks = extractBlocks('README.md', readFileSync(path.join(REPO_ROOT, 'README.md'), 'utf8'));
+    const block = blocks.find((b) => b.lang === 'ts' && b.code.includes('reshardTickets({'));
+    if (block === undefined) throw new Error('README.md has no ts block calling reshardTickets({ … })');
+    const ctx = await createContext('none', block.code);
+    try {
+      const first = await runBlock(block, ctx);
+      expect(first.code, failure(block, 'none', first)).toBe(0);
+      const second = await runBlock(block, ctx);
+      expect(second.code, failure(block, 'none', second)).toBe(0);
+      expect(second.stdout).toBe(first.stdout);
+    } finally {
+      await disposeContext(ctx);
+    }
+  });
+});
+
 describe('docs-sample harness', () => {
   it('every recipe page has a test in test/recipes/ that runs it', () => {
     const unrun = recipeFiles.filter((file) => {

@@ -32,6 +32,10 @@ export async function createTestDb(flavor: TestFlavor, label = 't'): Promise<Tes
     .slice(0, 30)}_${randomBytes(4).toString('hex')}`;
   if (flavor === 'pglite') {
     const knex = connect('pglite:memory');
+    // pglite:memory is loaded from the shipped template, which carries idlease's default tables
+    // (test/integration/cli-embedded-template.test.ts covers that): dropped here, so that every
+    // flavor starts from an empty database, as CREATE DATABASE gives on the servers.
+    await knex.raw('DROP SCHEMA IF EXISTS idlease CASCADE');
     return {
       flavor,
       url: 'pglite:memory',

@@ -1,9 +1,11 @@
 /**
  * New embedded databases unpacked from the template the package ships (src/embedded/template.ts,
- * made by `npm run build`): every directory keeps its own IDs, the template never holds any
- * idlease object, an existing directory is never replaced, a template the installed PGlite does
- * not open falls back to initdb, and a first run stays within 400 MB of peak RSS (a 512 MB
- * container) where initdb takes ~0.9 GB.
+ * made by `npm run build`): the template carries idlease's default migrations but no tag, no ID
+ * and no install id; every directory keeps its own IDs and gets its own install id on first
+ * open; a template older than the code is migrated as any older directory is; an existing
+ * directory is never replaced, a template the installed PGlite does not open falls back to
+ * initdb, and a first run stays within 400 MB of peak RSS (a 512 MB container) where initdb
+ * takes ~0.9 GB.
  *
  * Which way a database was made is read from PostgreSQL itself: every copy of the template has
  * the template's system identifier, initdb draws a new one.
@@ -15,6 +17,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect } from '../../src/index.js';
+import { INSTALL_ID_PENDING } from '../../src/embedded/template.js';
+import { planMigrations } from '../../src/migrations/migrate.js';
 import { REPO_ROOT, runCli, runNode, type CliResult } from '../helpers/cli.js';
 
 const ARCHIVE = path.join(REPO_ROOT, 'dist/pglite-template.tar.gz');
@@ -52,6 +56,35 @@ async function inspect<T>(dir: string, read: (db: PGlite) => Promise<T>): Promis
   }
 }
 
+/** The install ids a data directory holds (idlease.idlease_install), oldest first. */
+async function installIds(db: PGlite): Promise<string[]> {
+  return (await db.query<{ id: string }>('SELECT id FROM idlease.idlease_install ORDER BY created_at, id')).rows.map((r) => r.id);
+}
+
+/** knex's bookkeeping of idlease's migrations: each name with the time it ran. */
+async function appliedMigrations(db: PGlite): Promise<string[]> {
+  const r = await db.query<{ name: string; at: string }>(
+    'SELECT name, migration_time::text AS at FROM idlease.idlease_migrations ORDER BY id',
+  );
+  return r.rows.map((row) => `${row.name} @ ${row.at}`);
+}
+
+/** A copy of the shipped archive changed by `change` (run on the open copy), packed as another template. */
+async function alteredTemplate(name: string, change: (db: PGlite, dir: string) => Promise<void>): Promise<string> {
+  const dir = path.join(root, name);
+  mkdirSync(dir);
+  untar(ARCHIVE, dir);
+  const db = new PGlite(dir);
+  try {
+    await change(db, dir);
+  } finally {
+    await db.close();
+  }
+  const archive = path.join(root, `${name}.tar.gz`);
+  execFileSync('tar', ['-czf', archive, '-C', dir, '.']);
+  return archive;
+}
+
 /** The system's own tar reads the archive: a check of its format independent of idlease's reader. */
 function untar(archive: string, to: string): void {
   execFileSync('tar', ['-xzf', archive, '-C', to]);
@@ -70,17 +103,77 @@ beforeAll(async () => {
 
 // Each case runs the CLI several times, some with PGlite's initdb: minutes on a loaded 2-core machine.
 describe('a new embedded database from the shipped template', () => {
-  it('holds nothing of idlease', async () => {
+  it("holds idlease's default migrations, knex's bookkeeping included, but no tag, no ID and no install id", async () => {
     const copy = path.join(root, 'template-copy');
-    const counts = await inspect(copy, async (db) => {
-      const schemas = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_namespace WHERE nspname = 'idlease'");
-      const tables = await db.query<{ n: number }>(
-        "SELECT count(*)::int AS n FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema')",
-      );
-      return [schemas.rows[0]!.n, tables.rows[0]!.n];
-    });
-    expect(counts).toEqual([0, 0]);
+    const found = await inspect(copy, async (db) => ({
+      migrations: (await appliedMigrations(db)).map((m) => m.split(' @ ')[0]),
+      tags: (await db.query<{ n: number }>('SELECT count(*)::int AS n FROM idlease.idlease_segments')).rows[0]!.n,
+      installIds: await installIds(db),
+    }));
+    expect(found).toEqual({ migrations: planMigrations('pglite', {}).migrations.map((m) => m.name), tags: 0, installIds: [] });
+    // Each copy's first open writes its install id: the marker says it is still to be written.
+    expect(existsSync(path.join(copy, INSTALL_ID_PENDING))).toBe(true);
   }, 120_000);
+
+  it('each directory made from it gets an install id of its own on first open, and no migration runs', async () => {
+    const a = project('install-a');
+    const b = project('install-b');
+    const template = await inspect(path.join(root, 'template-copy'), appliedMigrations);
+    expect(ids(await next(a, {}, 1))).toEqual([1n]);
+    expect(ids(await next(b, {}, 1))).toEqual([1n]);
+    const dirA = path.join(a, '.idlease', 'pglite');
+    const dirB = path.join(b, '.idlease', 'pglite');
+    const [idA, idB] = [await inspect(dirA, installIds), await inspect(dirB, installIds)];
+    expect(idA).toHaveLength(1);
+    expect(idB).toHaveLength(1);
+    expect(idA[0]).not.toBe(idB[0]);
+    expect(existsSync(path.join(dirA, INSTALL_ID_PENDING))).toBe(false);
+    // The bookkeeping is the template's, times and all: the first run found the directory current.
+    expect(await inspect(dirA, appliedMigrations)).toEqual(template);
+    // Later runs and `migrate` keep the id and find nothing to do.
+    const migrated = await runCli(['migrate'], { cwd: a, env: { IDLEASE_URL: undefined, DATABASE_URL: undefined } });
+    expect(migrated.code, migrated.stderr).toBe(0);
+    expect(migrated.stdout).toMatch(/nothing to do/);
+    expect(ids(await next(a, {}, 1))).toEqual([2n]);
+    expect(await inspect(dirA, installIds)).toEqual(idA);
+  }, 240_000);
+
+  it('a copy whose first open stopped after writing its install id (the marker still there) keeps that id', async () => {
+    const h = project('install-crash');
+    const dir = path.join(h, '.idlease', 'pglite');
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    untar(ARCHIVE, dir);
+    await inspect(dir, (db) => db.query("INSERT INTO idlease.idlease_install (id) VALUES ('written-before-the-crash')"));
+    expect(existsSync(path.join(dir, INSTALL_ID_PENDING))).toBe(true);
+    expect(ids(await next(h, {}, 1))).toEqual([1n]);
+    expect(await inspect(dir, installIds)).toEqual(['written-before-the-crash']);
+    expect(existsSync(path.join(dir, INSTALL_ID_PENDING))).toBe(false);
+  }, 240_000);
+
+  it('a template older than the code (fewer migrations, or none) is migrated on first use', async () => {
+    // As a release before the install table shipped it: no install table, its migration not recorded.
+    const older = await alteredTemplate('older', async (db) => {
+      await db.exec("DROP TABLE idlease.idlease_install; DELETE FROM idlease.idlease_migrations WHERE name = 'install:idlease_install'");
+    });
+    // As idlease 0.2 shipped it: initdb's directory, nothing of idlease's, no marker.
+    const initdbOnly = await alteredTemplate('initdb-only', async (db, dir) => {
+      await db.exec('DROP SCHEMA idlease CASCADE');
+      rmSync(path.join(dir, INSTALL_ID_PENDING));
+    });
+    for (const archive of [older, initdbOnly]) {
+      const g = project(`older-${path.basename(archive, '.tar.gz')}`);
+      expect(ids(await next(g, { IDLEASE_PGLITE_TEMPLATE: archive }))).toEqual([1n, 2n, 3n]);
+      const dir = path.join(g, '.idlease', 'pglite');
+      expect(await inspect(dir, systemIdentifier)).toBe(templateId);
+      const names = (await inspect(dir, appliedMigrations)).map((m) => m.split(' @ ')[0]);
+      expect(names.sort()).toEqual(
+        planMigrations('pglite', {})
+          .migrations.map((m) => m.name)
+          .sort(),
+      );
+      expect(await inspect(dir, installIds)).toHaveLength(1);
+    }
+  }, 240_000);
 
   it('each directory made from it keeps its own IDs', async () => {
     const a = project('a');
@@ -90,6 +183,9 @@ describe('a new embedded database from the shipped template', () => {
     expect(ids(await next(a, {}, 2))).toEqual([4n, 5n]);
     expect(ids(await next(b, {}, 1))).toEqual([4n]);
     expect(await inspect(path.join(a, '.idlease', 'pglite'), systemIdentifier)).toBe(templateId);
+    expect(await inspect(path.join(a, '.idlease', 'pglite'), installIds)).not.toEqual(
+      await inspect(path.join(b, '.idlease', 'pglite'), installIds),
+    );
     // No scratch copy is left beside the directory.
     expect(readdirSync(path.join(a, '.idlease')).filter((f) => f.includes('.tmp-'))).toEqual([]);
   }, 240_000);
@@ -136,6 +232,9 @@ describe('a new embedded database from the shipped template', () => {
     try {
       const r = await knex.raw<{ rows: { id: string }[] }>('SELECT system_identifier::text AS id FROM pg_control_system()');
       expect(r.rows[0]!.id).toBe(templateId);
+      // A memory database is a first open too: an install id of its own.
+      const installed = await knex.raw<{ rows: { id: string }[] }>('SELECT id FROM idlease.idlease_install');
+      expect(installed.rows).toHaveLength(1);
     } finally {
       await knex.destroy();
     }

@@ -15,11 +15,11 @@ describe('idlease migrate (CLI) on the embedded default (PGlite)', () => {
   });
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-  it('creates ./.idlease/ on first use, then is a no-op; --json is machine-readable', async () => {
+  it('creates ./.idlease/ on first use, already migrated (the shipped template), then is a no-op; --json is machine-readable', async () => {
     const first = await runCli(['migrate'], { cwd: dir });
     expect(first.stderr).toMatch(/^idlease: created a new embedded database in \.\/\.idlease\/pglite\/ [^\n]+\n$/);
     expect(first.code).toBe(0);
-    expect(first.stdout).toContain('applied segments:idlease_segments');
+    expect(first.stdout).toMatch(/^nothing to do on .*: already up to date\n$/);
     expect(existsSync(path.join(dir, '.idlease', 'pglite'))).toBe(true);
     const again = await runCli(['migrate', '--json'], { cwd: dir });
     expect(again.code).toBe(0);
