@@ -163,16 +163,26 @@ export function registerNextIdAdminCommands(program: Command): void {
     .argument('<table>', 'the table (PostgreSQL: schema.table allowed)')
     .option('--column <name>', 'the ID column (default id)')
     .option('--next-id-schema <name>', 'PostgreSQL: schema next_id() was installed in (default public)')
+    .option(
+      '--call',
+      'PostgreSQL: write DEFAULT <schema>.next_id() instead of the ID expression (cheaper to plan: for single-row INSERTs sent unprepared)',
+    )
     .addHelpText(
       'after',
       `
 Examples:
   idlease --url mysql://app@db/app next-id attach orders
-  idlease --url postgres://app@db/app next-id attach orders --column order_id --next-id-schema shard_5`,
+  idlease --url postgres://app@db/app next-id attach orders --column order_id --next-id-schema shard_5
+  idlease --url postgres://app@db/app next-id attach events --call`,
     )
-    .action(async (table: string, flags: { column?: string; nextIdSchema?: string }, self: Command) => {
+    .action(async (table: string, flags: { column?: string; nextIdSchema?: string; call?: boolean }, self: Command) => {
       await withKnex(self, async (knex) => {
-        const r = await attachNextId(knex, { table, column: flags.column, schema: flags.nextIdSchema });
+        const r = await attachNextId(knex, {
+          table,
+          column: flags.column,
+          schema: flags.nextIdSchema,
+          form: flags.call ? 'call' : 'expression',
+        });
         print(self, [`${r.table}.${r.column} takes next_id(): DEFAULT ${r.expression}`], { ...r });
       });
     });

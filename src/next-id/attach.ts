@@ -8,6 +8,7 @@
 import { isPostgres } from '../dialects/detect.js';
 import { typedConnectionErrors } from '../dialects/connection-errors.js';
 import {
+  nextIdCall,
   nextIdDefaultExpression,
   nextIdDependents,
   nextIdLagMs,
@@ -42,6 +43,13 @@ export interface AttachNextIdOptions {
   readonly column?: string;
   /** PostgreSQL: the schema next_id() was installed in (default `public`). Not on MariaDB (one per database). */
   readonly schema?: string;
+  /**
+   * PostgreSQL: what the DEFAULT is. `'expression'` (default): next_id()'s fast path itself, the
+   * cheaper per row (bulk inserts, prepared statements). `'call'`: `<schema>.next_id()`, cheaper
+   * to plan, so faster for single-row INSERTs sent unprepared (each planned anew). Same IDs,
+   * same guarantees. MariaDB has only the expression.
+   */
+  readonly form?: 'expression' | 'call';
 }
 
 export interface NextIdAttachment {
@@ -129,17 +137,35 @@ export async function attachNextId(db: KnexOrPool, options: AttachNextIdOptions)
   const postgres = isPostgres(exec.flavor);
   const t = tableParts(options?.table, postgres);
   const column = validateIdentifier(options.column ?? 'id', 'column');
+  const form = options.form ?? 'expression';
+  if (form !== 'expression' && form !== 'call') {
+    throw new IdleaseError('BAD_ARGUMENT', `form must be 'expression' or 'call', got ${JSON.stringify(form)}.`, {
+      cli: { message: `--call takes no value.` },
+    });
+  }
   return typedConnectionErrors(async () => {
     if (postgres) {
       const schema = validateIdentifier(options.schema ?? 'public', 'schema');
       const installed = await requirePostgresInstall(exec, schema);
       const shape = await postgresColumnShape(exec, t.quoted, column);
       refuseColumn(t.text, column, shape && { bigint: shape.dataType === 'bigint', auto: shape.identity, generated: shape.generated });
-      const expression = nextIdDefaultExpression({ schema, ...installed });
+      const expression = form === 'call' ? nextIdCall(schema) : nextIdDefaultExpression({ schema, ...installed });
       await setPostgresColumnDefault(exec, t.quoted, column, expression);
       return Object.freeze({ table: t.text, column, expression });
     }
     refuseSchemaOnMysql(options.schema);
+    if (form === 'call') {
+      throw new IdleaseError(
+        'BAD_ARGUMENT',
+        "form: 'call' applies to PostgreSQL only: MariaDB allows no stored function in a DEFAULT, so attach writes the ID expression there.",
+        {
+          cli: {
+            message:
+              '--call applies to PostgreSQL only: MariaDB allows no stored function in a DEFAULT, so attach writes the ID expression there.',
+          },
+        },
+      );
+    }
     await checkMysqlNextIdServer(exec);
     let state = await requireMysqlInstall(exec);
     const shape = await mysqlColumnShape(exec, t.name, column);

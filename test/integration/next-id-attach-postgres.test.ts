@@ -231,6 +231,16 @@ describe('the attached DEFAULT on PostgreSQL', () => {
     expect(dropped.expression).toContain('idlease_next_id_slow');
     expect(again.expression).toContain('currval');
     expect((await nextIdStatus(db.knex, { schema: 'na_admin' })).attached).toEqual([{ table: 'legacy', column: 'id' }]);
+    // form 'call': the function as the DEFAULT (cheaper to plan for unprepared single rows).
+    const call = await attachNextId(db.knex, { table: 'legacy', schema: 'na_admin', form: 'call' });
+    expect(call.expression).toBe('"na_admin".next_id()');
+    const called = (await db.knex.raw(`SELECT pg_get_expr(adbin, adrelid) AS d FROM pg_attrdef WHERE adrelid = 'legacy'::regclass`)).rows[0]
+      .d;
+    expect(called).toBe('na_admin.next_id()');
+    expect((await nextIdStatus(db.knex, { schema: 'na_admin' })).attached).toEqual([{ table: 'legacy', column: 'id' }]);
+    await expect(attachNextId(db.knex, { table: 'legacy', schema: 'na_admin', form: 'inline' as 'call' })).rejects.toMatchObject({
+      code: 'BAD_ARGUMENT',
+    });
   });
 });
 

@@ -155,6 +155,7 @@ describe('next_id() on MariaDB (private server: event scheduler on, ROW binary l
     await expect(attachNextId(knex, { table: 't_bad' })).rejects.toThrow(/is not a bigint/);
     await expect(attachNextId(knex, { table: 't_bad', column: 'k' })).rejects.toThrow(/AUTO_INCREMENT/);
     await expect(attachNextId(knex, { table: 't_bad', schema: 'x' })).rejects.toMatchObject({ code: 'BAD_CONFIG' });
+    await expect(attachNextId(knex, { table: 't_bad', column: 'k', form: 'call' })).rejects.toThrow(/PostgreSQL only/);
     await expect(migrate(knex, { segments: false, nextId: { schema: 'x' } })).rejects.toMatchObject({ code: 'BAD_CONFIG' });
     await knex.raw('DROP TABLE t_bad');
     await migrate(knex, { segments: false, nextId: true, direction: 'down' });
