@@ -183,7 +183,10 @@ Examples:
           schema: flags.nextIdSchema,
           form: flags.call ? 'call' : 'expression',
         });
-        print(self, [`${r.table}.${r.column} takes next_id(): DEFAULT ${r.expression}`], { ...r });
+        // The expression is long (the draw, the freshness test, the composition): named, not
+        // printed, on the line; --json carries it whole.
+        const what = /^CASE |NEXT VALUE/.test(r.expression) ? 'the ID expression (--json shows it)' : r.expression;
+        print(self, [`${r.table}.${r.column} takes next_id() on insert: its DEFAULT is ${what}`], { ...r });
       });
     });
   group
