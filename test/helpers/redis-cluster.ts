@@ -30,7 +30,9 @@ const NODE_TIMEOUT_MS = 1_000;
 
 type NodeRef = [string, number, string];
 
-export async function startRedisCluster(masters = 3, replicas = 1): Promise<RedisCluster> {
+/** `password`: every node requires it (and its replicas use it towards their masters). */
+export async function startRedisCluster(masters = 3, replicas = 1, password?: string): Promise<RedisCluster> {
+  const auth = password === undefined ? [] : ['--requirepass', password, '--masterauth', password];
   const nodes: RedisServer[] = [];
   try {
     for (let i = 0; i < masters * (1 + replicas); i++)
@@ -45,9 +47,11 @@ export async function startRedisCluster(masters = 3, replicas = 1): Promise<Redi
           // A replica promotes at once when its master is gone: no wait for a "better" replica.
           '--cluster-replica-validity-factor',
           '0',
+          ...auth,
         ]),
       );
     await run('redis-cli', [
+      ...(password === undefined ? [] : ['-a', password, '--no-auth-warning']),
       '--cluster',
       'create',
       ...nodes.map((n) => `127.0.0.1:${n.port}`),
@@ -75,7 +79,7 @@ export async function startRedisCluster(masters = 3, replicas = 1): Promise<Redi
   const idOf = async (n: RedisServer) => String(await n.command('CLUSTER', 'MYID'));
   const cluster: RedisCluster = {
     nodes,
-    url: `redis+cluster://${nodes.map((n) => `127.0.0.1:${n.port}`).join(',')}`,
+    url: `redis+cluster://${password === undefined ? '' : `:${encodeURIComponent(password)}@`}${nodes.map((n) => `127.0.0.1:${n.port}`).join(',')}`,
     async masterOf(slot) {
       for (const [from, to, master] of await slots()) if (slot >= from && slot <= to) return byPort(master[1]);
       throw new Error(`no node serves slot ${slot}`);

@@ -121,7 +121,11 @@ async function spawnRedis(argsFor: (port: number, dir: string) => string[], env:
       await gone;
     },
     async command(...args: string[]) {
-      const c = createClient({ socket: { port, host: '127.0.0.1', reconnectStrategy: false } });
+      // A server started with --requirepass is asked with that password.
+      const given = argsFor(port, dir);
+      const at = given.indexOf('--requirepass');
+      const password = at >= 0 ? given[at + 1] : undefined;
+      const c = createClient({ socket: { port, host: '127.0.0.1', reconnectStrategy: false }, ...(password ? { password } : {}) });
       c.on('error', () => undefined);
       await c.connect();
       try {
