@@ -3,7 +3,8 @@
  * engine, so the user writes no engine-specific DDL. On both the DEFAULT is the ID expression
  * itself rather than a function call: PostgreSQL's is next_id()'s fast path (no PL/pgSQL call
  * per row; dialects/next-id.ts), MariaDB's the composition with the failover fence (a stored
- * function is refused there; dialects/next-id-mysql.ts). `detach` drops the DEFAULT; `status` reports the install.
+ * function is refused there; dialects/next-id-mysql.ts). `form: 'call'` keeps PostgreSQL's old
+ * `DEFAULT <schema>.next_id()`. `detach` drops the DEFAULT; `status` reports the install.
  */
 import { isPostgres } from '../dialects/detect.js';
 import { typedConnectionErrors } from '../dialects/connection-errors.js';
@@ -139,9 +140,7 @@ export async function attachNextId(db: KnexOrPool, options: AttachNextIdOptions)
   const column = validateIdentifier(options.column ?? 'id', 'column');
   const form = options.form ?? 'expression';
   if (form !== 'expression' && form !== 'call') {
-    throw new IdleaseError('BAD_ARGUMENT', `form must be 'expression' or 'call', got ${JSON.stringify(form)}.`, {
-      cli: { message: `--call takes no value.` },
-    });
+    throw new IdleaseError('BAD_ARGUMENT', `form must be 'expression' or 'call', got ${JSON.stringify(form)}.`);
   }
   return typedConnectionErrors(async () => {
     if (postgres) {
