@@ -41,8 +41,8 @@
  *
  * A server whose server_id was changed while it ran as home is the same server, not a promoted
  * one: the ticker leaves a heartbeat on it that is never replicated (sql_log_bin = 0), naming the
- * server_id it ticked as, and rehome skips the jump when that heartbeat is this server's own and
- * fresh. @@GLOBAL, not the session copy a connection takes when it opens, so sessions opened
+ * server_id it ticked as and where it runs (host, port, data directory), and rehome skips the
+ * jump when that heartbeat is this server's own — the same place — and fresh. @@GLOBAL, not the session copy a connection takes when it opens, so sessions opened
  * before the change agree with those opened after.
  */
 import { resolveLayout, type IdLayout } from '../layout/index.js';
@@ -62,6 +62,11 @@ export const MYSQL_NEXT_ID_REHOME = 'idlease_next_id_rehome';
 export const MYSQL_NEXT_ID_LOCAL = 'idlease_next_id_local';
 /** A heartbeat this recent (ms) on this server, naming home: home's server_id changed, no failover. */
 const RENAMED_WITHIN_MS = 3_000;
+/**
+ * Where a server runs: a heartbeat copied elsewhere (a dump or backup restored into a replica that
+ * is promoted moments later) names another place, so it is not taken for this server's own.
+ */
+const PLACE = "CONCAT(@@GLOBAL.hostname, ':', @@GLOBAL.port, ':', @@GLOBAL.datadir)";
 /** DDL waits of the rehome (seconds): an attached table locked by a long statement delays it, never forever. */
 const REHOME_LOCK_WAIT_S = 10;
 /** How far (ms) IDs made on a server other than home run ahead: the largest replication lag a failover may lose. */
@@ -123,6 +128,7 @@ export function mysqlNextIdDdl(o: MysqlNextIdInstall): { up: string[]; down: str
       `CREATE TABLE IF NOT EXISTS ${q(MYSQL_NEXT_ID_LOCAL)} (
   id TINYINT NOT NULL PRIMARY KEY,
   server_id BIGINT NOT NULL,
+  place VARCHAR(1024) NOT NULL,
   ticked_ms BIGINT NOT NULL
 ) ENGINE=InnoDB`,
       rehomeProcedure(o),
@@ -154,8 +160,8 @@ DO BEGIN
   END;
   IF @@GLOBAL.read_only = 0 AND @@GLOBAL.server_id = home THEN
     -- The heartbeat: which server_id ticked here, and when. Not replicated when sql_log_bin is off.
-    INSERT INTO ${q(MYSQL_NEXT_ID_LOCAL)} (id, server_id, ticked_ms) VALUES (1, home, ${clockMsInt()})
-      ON DUPLICATE KEY UPDATE server_id = VALUES(server_id), ticked_ms = VALUES(ticked_ms);
+    INSERT INTO ${q(MYSQL_NEXT_ID_LOCAL)} (id, server_id, place, ticked_ms) VALUES (1, home, ${PLACE}, ${clockMsInt()})
+      ON DUPLICATE KEY UPDATE server_id = VALUES(server_id), place = VALUES(place), ticked_ms = VALUES(ticked_ms);
   END IF;
   WHILE i < ${intLiteral(tickLoop)} AND @@GLOBAL.read_only = 0 AND @@GLOBAL.server_id = home DO
     EXECUTE IMMEDIATE CONCAT('DO SETVAL(${q(MYSQL_NEXT_ID_SEQUENCE)}, ', ${clockCounter(o)}, ')');
@@ -230,7 +236,7 @@ BEGIN
     SELECT home_server_id INTO home FROM ${q(MYSQL_NEXT_ID_TABLE)} WHERE id = 1;
     IF home <> me THEN
       SELECT COUNT(*) INTO renamed FROM ${q(MYSQL_NEXT_ID_LOCAL)}
-       WHERE id = 1 AND server_id = home AND ticked_ms > ${clockMsInt()} - ${intLiteral(RENAMED_WITHIN_MS)};
+       WHERE id = 1 AND server_id = home AND place = ${PLACE} AND ticked_ms > ${clockMsInt()} - ${intLiteral(RENAMED_WITHIN_MS)};
       IF renamed = 0 THEN
         SELECT next_not_cached_value INTO copied FROM ${q(MYSQL_NEXT_ID_SEQUENCE)};
         EXECUTE IMMEDIATE CONCAT('DO SETVAL(${q(MYSQL_NEXT_ID_SEQUENCE)}, ',
