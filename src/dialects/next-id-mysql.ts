@@ -137,7 +137,10 @@ export function mysqlNextIdDdl(o: MysqlNextIdInstall): { up: string[]; down: str
       // first makes this server home if it is not (rehome, a no-op at home); it does nothing on
       // a read-only server (a demoted primary whose event is still enabled), so it never writes
       // there.
-      `CREATE OR REPLACE EVENT ${q(MYSQL_NEXT_ID_EVENT)} ON SCHEDULE EVERY 1 SECOND ON COMPLETION PRESERVE ENABLE
+      // In UTC: the scheduler steps an event's runs in the zone it was created in, and across a
+      // DST fall-back in a zone such as Europe/Berlin the next run of an EVERY 1 SECOND event
+      // came an hour later (the time field stood still for the repeated hour).
+      `SET STATEMENT time_zone = '+00:00' FOR CREATE OR REPLACE EVENT ${q(MYSQL_NEXT_ID_EVENT)} ON SCHEDULE EVERY 1 SECOND ON COMPLETION PRESERVE ENABLE
 COMMENT ${stringLiteral(f, `idlease next_id: moves ${MYSQL_NEXT_ID_SEQUENCE} up to the clock every ${TICK_MS} ms`)}
 DO BEGIN
   DECLARE i INT DEFAULT 0;
