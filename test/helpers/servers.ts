@@ -24,6 +24,8 @@ export interface ServerInstance {
   kill(): Promise<void>;
   /** Stop and remove the data directory. */
   destroy(): Promise<void>;
+  /** The server's own process, where it is one process (mariadbd): SIGSTOP freezes the whole server. */
+  pid?(): number | undefined;
 }
 
 export async function freePort(): Promise<number> {
@@ -165,6 +167,7 @@ export async function startMariadb(args: string[] = [], env: Record<string, stri
       child?.kill('SIGKILL');
       await waitExit(child);
     },
+    pid: () => child?.pid,
     async destroy() {
       await inst.stop();
       rmSync(dir, { recursive: true, force: true });
