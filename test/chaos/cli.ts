@@ -22,15 +22,17 @@ let ids = 0;
 let bad = 0;
 let faults = 0;
 let worst = 0;
+let worstAfterLast = 0;
 for (const seed of seeds) {
   const r = await runChaos({ seed, seconds, log: process.env.CHAOS_VERBOSE ? (l) => process.stderr.write(`  ${l}\n`) : undefined });
   process.stdout.write(describeRun(r) + '\n');
   ids += r.spaces.reduce((n, s) => n + s.ids, 0);
   faults += Object.values(r.faults).reduce((n, k) => n + k, 0);
   worst = Math.max(worst, r.worstRecoveryMs);
+  worstAfterLast = Math.max(worstAfterLast, r.recoveryAfterLastMs);
   if (r.spaces.some((s) => s.repeats > 0 || s.orderViolations.length > 0) || r.stalled.length > 0) bad++;
 }
 process.stdout.write(
-  `chaos: ${seeds.length} runs × ${seconds} s, ${ids} IDs, ${faults} faults, worst recovery ${worst} ms, ${bad} runs failed\n`,
+  `chaos: ${seeds.length} runs × ${seconds} s, ${ids} IDs, ${faults} faults, recovery after a fault: worst ${worst} ms, after the last ${worstAfterLast} ms; ${bad} runs failed\n`,
 );
 process.exit(bad > 0 ? 1 : 0);

@@ -46,8 +46,10 @@ export interface ChaosReport {
   /** Faults that could not be applied (an admin command while its server was down), by kind. */
   readonly refused: Readonly<Record<string, number>>;
   readonly spaces: readonly SpaceReport[];
-  /** The longest any space took to issue again after a fault ended, ms. */
+  /** The longest any space took to issue again after a fault ended, ms (faults that overlap count the later one's time too). */
   readonly worstRecoveryMs: number;
+  /** How long after the last fault ended until every space had issued again, ms. */
+  readonly recoveryAfterLastMs: number;
   /** Spaces that issued nothing after some fault until the run ended. */
   readonly stalled: readonly string[];
   readonly workers: number;
@@ -221,16 +223,19 @@ export async function runChaos(o: { seed: number; seconds: number; log?: (line: 
     samples.push({ at: Date.now() - t0, c: counts() });
 
     // Recovery: from each fault's end, how long until every kind's count rose.
-    let worstRecoveryMs = 0;
     const stalled = new Set<string>();
-    for (const end of ends) {
+    const recovery = (end: number): number => {
       const base = samples.filter((s) => s.at <= end).at(-1) ?? samples[0]!;
+      let worst = 0;
       for (const kind of KINDS) {
         const next = samples.find((s) => s.at > end && s.c[kind] > base.c[kind]);
         if (next === undefined) stalled.add(kind);
-        else worstRecoveryMs = Math.max(worstRecoveryMs, next.at - end);
+        else worst = Math.max(worst, next.at - end);
       }
-    }
+      return worst;
+    };
+    const worstRecoveryMs = Math.max(0, ...ends.map(recovery));
+    const recoveryAfterLastMs = recovery(Math.max(0, ...ends));
 
     writeFileSync(stopFile, '');
     for (const kind of KINDS) writeFileSync(path.join(dir, kind, 'stop'), '');
@@ -251,6 +256,7 @@ export async function runChaos(o: { seed: number; seconds: number; log?: (line: 
       refused,
       spaces: checkStreams(streams),
       worstRecoveryMs,
+      recoveryAfterLastMs,
       stalled: [...stalled],
       workers: workers.length,
     };
@@ -275,5 +281,5 @@ export function describeRun(r: ChaosReport): string {
         `${s.space} ${s.ids} IDs, ${s.repeats} repeats${s.examples.length ? ` (${s.examples.join(' ')})` : ''}, ${s.orderViolations.length} order violations`,
     )
     .join('; ');
-  return `seed ${r.seed} × ${r.seconds} s, ${r.workers} worker processes; faults: ${faults}${Object.keys(r.refused).length ? ` (refused: ${JSON.stringify(r.refused)})` : ''}; ${spaces}; worst recovery ${r.worstRecoveryMs} ms${r.stalled.length ? `; STALLED: ${r.stalled.join(', ')}` : ''}`;
+  return `seed ${r.seed} × ${r.seconds} s, ${r.workers} worker processes; faults: ${faults}${Object.keys(r.refused).length ? ` (refused: ${JSON.stringify(r.refused)})` : ''}; ${spaces}; recovery after a fault: worst ${r.worstRecoveryMs} ms, after the last ${r.recoveryAfterLastMs} ms${r.stalled.length ? `; STALLED: ${r.stalled.join(', ')}` : ''}`;
 }
