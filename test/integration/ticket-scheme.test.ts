@@ -209,4 +209,31 @@ describe('tickets keep one scheme (3 MariaDB servers at increment 3)', () => {
       await alloc.close();
     }
   }, 180_000);
+  it('a retire (3 → 2, t3 leaves) and a grow back (2 → 3) through the CLI while the allocator draws: 0 repeats, no failed call', async () => {
+    await wholeSet(3);
+    const alloc = createTicketAllocator({ servers: servers(), timeoutMs: 10_000 });
+    const run = drawing(alloc);
+    try {
+      await run.more(300);
+      const retire = await runCli(['--json', 'tickets', 'reshard', '--server', urls[0]!, '--server', urls[1]!, '--retire', urls[2]!]);
+      expect(retire.code, retire.stderr).toBe(0);
+      const shrunk = BigInt((JSON.parse(retire.stdout) as { globalMax: string }).globalMax);
+      await run.more(600);
+      const grow = await runCli(['--json', 'tickets', 'reshard', ...serverFlags()]);
+      expect(grow.code, grow.stderr).toBe(0);
+      const grown = BigInt((JSON.parse(grow.stdout) as { globalMax: string }).globalMax);
+      // Servers come back as their probes find them reopened (backoff): draw until all three served.
+      const classesAfter = () => new Set(run.ids.filter((id) => id > grown).map((id) => id % 3n)).size;
+      while (classesAfter() < 3) await run.more(100);
+      await run.stop();
+      expect(run.errors).toEqual([]);
+      expect(repeats(run.ids)).toBe(0);
+      // Between the two reshards only t1 and t2 drew, at increment 2.
+      const between = run.ids.filter((id) => id > shrunk && id <= grown);
+      expect(between.length).toBeGreaterThan(0);
+    } finally {
+      await run.stop();
+      await alloc.close();
+    }
+  }, 180_000);
 });
