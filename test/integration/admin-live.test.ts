@@ -13,50 +13,7 @@ import { createSnowflakeAllocator } from '../../src/snowflake/index.js';
 import { migrate } from '../../src/migrations/migrate.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { runCli } from '../helpers/cli.js';
-
-/** Callers drawing through `draw` until stopped; every ID and error kept. */
-function drawing(draws: ReadonlyArray<() => Promise<bigint | bigint[]>>) {
-  const ids: bigint[] = [];
-  const errors: unknown[] = [];
-  let stopped = false;
-  const done = Promise.all(
-    draws.map(async (draw) => {
-      while (!stopped) {
-        try {
-          const got = await draw();
-          if (typeof got === 'bigint') ids.push(got);
-          else ids.push(...got);
-          // IDs from memory resolve in microtasks: yield, or the leases' I/O, the timers and the CLI's pipes starve.
-          await new Promise((r) => setImmediate(r));
-        } catch (err) {
-          errors.push(err);
-          await new Promise((r) => setTimeout(r, 20));
-        }
-      }
-    }),
-  );
-  return {
-    ids,
-    errors,
-    /** Wait for `n` more IDs than now: phases are measured in IDs, not seconds. */
-    async more(n: number, timeoutMs = 60_000): Promise<void> {
-      const target = ids.length + n;
-      const deadline = Date.now() + timeoutMs;
-      while (ids.length < target) {
-        if (Date.now() > deadline) throw new Error(`no progress: ${ids.length} of ${target} IDs; errors: ${errors.map(String).join('; ')}`);
-        await new Promise((r) => setTimeout(r, 10));
-      }
-    },
-    async stop(): Promise<void> {
-      stopped = true;
-      await done;
-    },
-  };
-}
-
-function repeats(ids: readonly bigint[]): number {
-  return ids.length - new Set(ids.map(String)).size;
-}
+import { drawing, repeats } from '../helpers/drawing.js';
 
 describe.each(['mysql', 'postgres'] as const)('segment admin commands while allocators draw on %s', (flavor) => {
   let db: TestDb;

@@ -17,6 +17,7 @@ import { createTicketAllocator, reshardTickets, type TicketAllocator } from '../
 import { isIdleaseError } from '../../src/errors.js';
 import { startMariadb, type ServerInstance } from '../helpers/servers.js';
 import { runCli } from '../helpers/cli.js';
+import { drawing, repeats } from '../helpers/drawing.js';
 
 let instances: ServerInstance[] = [];
 const handles: Knex[] = [];
@@ -39,46 +40,8 @@ afterAll(async () => {
   await Promise.all(instances.map((i) => i.destroy()));
 });
 
-/** Callers drawing from `alloc` until stopped: every ID and every error kept, progress counted. */
-function drawing(alloc: TicketAllocator, callers = 4) {
-  const ids: bigint[] = [];
-  const errors: unknown[] = [];
-  let stopped = false;
-  const done = Promise.all(
-    Array.from({ length: callers }, async () => {
-      while (!stopped) {
-        try {
-          ids.push(await alloc.next());
-        } catch (err) {
-          errors.push(err);
-          // A refused set stays refused until a reshard: do not spin on it.
-          await new Promise((r) => setTimeout(r, 20));
-        }
-      }
-    }),
-  );
-  return {
-    ids,
-    errors,
-    /** Wait until `n` more IDs (or, with `orErrors`, errors) arrived than now. */
-    async more(n: number, orErrors = false, timeoutMs = 60_000): Promise<void> {
-      const [ids0, errors0] = [ids.length, errors.length];
-      const deadline = Date.now() + timeoutMs;
-      while (ids.length < ids0 + n && !(orErrors && errors.length >= errors0 + n)) {
-        if (Date.now() > deadline) throw new Error(`no progress: ${ids.length - ids0} IDs, ${errors.length - errors0} errors`);
-        await new Promise((r) => setTimeout(r, 10));
-      }
-    },
-    async stop(): Promise<void> {
-      stopped = true;
-      await done;
-    },
-  };
-}
-
-function repeats(ids: readonly bigint[]): number {
-  return ids.length - new Set(ids.map(String)).size;
-}
+/** Callers drawing from a ticket allocator until stopped. */
+const drawFrom = (alloc: TicketAllocator, callers = 4) => drawing(Array.from({ length: callers }, () => () => alloc.next()));
 
 const servers = () => [
   { knex: t1, offset: 1, name: 't1' },
@@ -103,7 +66,7 @@ const serverFlags = () => urls.flatMap((u) => ['--server', u]);
 describe('tickets keep one scheme (3 MariaDB servers at increment 3)', () => {
   it('the issue: the hint offers no partial reshard, the partial reshard is refused, the allocator drawing through it: 0 repeats', async () => {
     const alloc = createTicketAllocator({ servers: servers(), timeoutMs: 10_000 });
-    const run = drawing(alloc);
+    const run = drawFrom(alloc);
     try {
       await run.more(300);
       // The command of the issue: two of the three servers, the increment left to its default (2).
@@ -145,7 +108,7 @@ describe('tickets keep one scheme (3 MariaDB servers at increment 3)', () => {
   it('a full reshard (3 → increment 5) while the allocator draws: it moves with all three servers, 0 repeats', async () => {
     await wholeSet(3);
     const alloc = createTicketAllocator({ servers: servers(), timeoutMs: 10_000 });
-    const run = drawing(alloc);
+    const run = drawFrom(alloc);
     try {
       await run.more(300);
       const before = run.ids.length;
@@ -170,7 +133,7 @@ describe('tickets keep one scheme (3 MariaDB servers at increment 3)', () => {
   it('a mixed set made anyway (an offset declared vacant that t3 serves): the allocator refuses with a typed error, status exits non-zero, a full reshard ends it; 0 repeats', async () => {
     await wholeSet(5);
     const alloc = createTicketAllocator({ servers: servers(), increment: 5, timeoutMs: 3_000 });
-    const run = drawing(alloc);
+    const run = drawFrom(alloc);
     try {
       await run.more(300);
       // The operator's mistake: t1 and t2 to increment 2, t3 said to be gone while it serves offset 3 of 5.
@@ -182,7 +145,7 @@ describe('tickets keep one scheme (3 MariaDB servers at increment 3)', () => {
         increment: 2,
         vacantOffsets: [3, 4, 5],
       } as Parameters<typeof reshardTickets>[0]);
-      await run.more(600, true);
+      await run.more(600, { orErrors: true });
       const refused = run.errors.at(-1);
       expect.soft(isIdleaseError(refused, 'BAD_CONFIG'), String(refused)).toBe(true);
       expect.soft(String((refused as Error | undefined)?.message)).toMatch(/mixed schemes.*t3 serves offset 3 of increment 5/);
@@ -212,7 +175,7 @@ describe('tickets keep one scheme (3 MariaDB servers at increment 3)', () => {
   it('a retire (3 → 2, t3 leaves) and a grow back (2 → 3) through the CLI while the allocator draws: 0 repeats, no failed call', async () => {
     await wholeSet(3);
     const alloc = createTicketAllocator({ servers: servers(), timeoutMs: 10_000 });
-    const run = drawing(alloc);
+    const run = drawFrom(alloc);
     try {
       await run.more(300);
       const retire = await runCli(['--json', 'tickets', 'reshard', '--server', urls[0]!, '--server', urls[1]!, '--retire', urls[2]!]);
