@@ -6,7 +6,7 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import type { ConnectedKnex as Knex } from '../connect.js';
 import { redact } from '../connect.js';
-import { IdleaseError } from '../errors.js';
+import { IdleaseError, isIdleaseError } from '../errors.js';
 import { createTicketAllocator } from '../ticket/allocator.js';
 import { readTicketSchemes, reshardTickets } from '../ticket/reshard.js';
 import { schemeDisagreement } from '../ticket/scheme-set.js';
@@ -229,7 +229,13 @@ Examples:
         const alloc = createTicketAllocator({ servers, increment: flags.increment, sequence: flags.sequence, timeoutMs: waitMs(self) });
         try {
           const ids: bigint[] = [];
-          for (let i = 0; i < flags.count; i++) ids.push(await alloc.next());
+          try {
+            for (let i = 0; i < flags.count; i++) ids.push(await alloc.next());
+          } catch (err) {
+            // The counters' last tickets were drawn: print them (not burned), then say why the run is short.
+            if (ids.length > 0 && isIdleaseError(err, 'EXHAUSTED')) print(self, ids.map(String), { ids });
+            throw err;
+          }
           print(self, ids.map(String), { ids });
         } finally {
           await alloc.close();

@@ -3,7 +3,7 @@
  * then EXHAUSTED, on every path — the library's nextBatch, the CLI's `next -n`, serve's
  * `/v1/segment/{tag}/ids`. It used to reject the whole batch with EXHAUSTED, and the IDs it held
  * were gone with it: `tag add big2 --start 9223372036854775806`, `next big2 -n 3` printed nothing
- * and burned both.
+ * and burned both. `tickets next -n` likewise prints the last tickets of its servers before EXHAUSTED.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -96,6 +96,16 @@ describe('the last IDs through the CLI and serve', () => {
     expect(again.stdout).toBe('');
     expect(again.stderr).toMatch(/EXHAUSTED/);
     expect(again.code).toBe(1);
+  });
+
+  it('tickets next -n 3 with two tickets left below 2^63−1 prints them, then says EXHAUSTED (exit 1)', async () => {
+    const m = await runCli(['--url', my.url, 'migrate', '--no-segments', '--tickets', 'last']);
+    expect(m.code, m.stderr).toBe(0);
+    await my.knex.raw('ALTER TABLE idlease_tickets_last AUTO_INCREMENT = 9223372036854775806');
+    const r = await runCli(['tickets', 'next', '-n', '3', '--sequence', 'last', '--server', my.url]);
+    expect(r.stdout).toBe('9223372036854775806\n9223372036854775807\n');
+    expect(r.stderr).toMatch(/^idlease: EXHAUSTED: /);
+    expect(r.code).toBe(1);
   });
 
   it('serve /v1/segment/big5/ids?n=3: the two IDs left (200), then EXHAUSTED', async () => {
