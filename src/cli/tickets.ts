@@ -174,7 +174,7 @@ async function withReshardHint<T>(
       : 'Give --increment and --offsets as `tickets status` shows them for each server. ';
     const message = err.message.replace(
       /Fix the options, or move the whole set .*$/,
-      `${fix}To move the set to a new scheme run \`tickets reshard\` naming every server that serves increment ${known?.[0]?.increment ?? 'it'}, not only these: a reshard that leaves one out is refused (docs/tickets.md).`,
+      `${fix}To move the set to a new scheme run \`tickets reshard\` naming every server ${one ? `that serves increment ${known[0]!.increment}` : 'of the set'}, not only these: a reshard that leaves one out is refused (docs/tickets.md).`,
     );
     throw new IdleaseError(err.code, err.message, { cause: err, cli: { message } });
   }
