@@ -11,6 +11,9 @@ import { DEFAULT_PGLITE_DIR, pgliteTarget, readDatabaseUrl, redact } from './url
 
 export { DEFAULT_PGLITE_DIR, pgliteTarget, redact };
 
+/** The CLI's embedded default as a URL's directory, written the same on every OS for the message. */
+const EMBEDDED_DEFAULT_URL_DIR = DEFAULT_PGLITE_DIR.split(path.sep).join('/');
+
 export interface ConnectOptions {
   /** Pool size for server databases (PGlite is always one connection). Default 4. */
   poolMax?: number;
@@ -51,7 +54,10 @@ export const DEFAULT_KEEPALIVE_MS = 10_000;
  * PGlite values are normalised where they are read (toBigInt).
  *
  * URLs: mysql://user:pass@host:port/db, mariadb://…, postgres://… or postgresql://…,
- * pglite:<dir> (a directory), pglite:memory. Undefined → the embedded PGlite in ./.idlease/.
+ * pglite:<dir> (a directory), pglite:memory. No URL (undefined or empty) is BAD_CONFIG, never a
+ * database picked here: an app whose variable is unset (`connect(process.env.DATABSE_URL)`) would
+ * otherwise start a fresh ./.idlease/ at 1, and every pod with it (the CLI keeps its embedded
+ * default: it asks for pglite:.idlease/pglite itself, and says when it creates it).
  * TLS words mean what libpq and the mysql client mean by them: `?sslmode=verify-full&sslrootcert=ca.pem`
  * (PostgreSQL, read by pg's own parser) or `?ssl-mode=VERIFY_IDENTITY&ssl-ca=ca.pem`
  * (MySQL/MariaDB); no mode is prefer / PREFERRED (TLS when the server has it, else plain text);
@@ -60,7 +66,7 @@ export const DEFAULT_KEEPALIVE_MS = 10_000;
  * A PGlite directory is opened on first use, under a lock that keeps every other process out
  * until this knex is destroyed (src/embedded/lock.ts).
  */
-export function connect(url?: string, options: ConnectOptions = {}): Knex {
+export function connect(url: string | undefined, options: ConnectOptions = {}): Knex {
   return loadKnex()(knexConfig(url, options));
 }
 
@@ -73,7 +79,7 @@ export function connectOpenPGlite(dir: string, open: object, log: (line: string)
 }
 
 /** The knex config connect() uses, for knexfiles and apps that build their own knex. */
-export function knexConfig(url?: string, options: ConnectOptions = {}): Knex.Config {
+export function knexConfig(url: string | undefined, options: ConnectOptions = {}): Knex.Config {
   return { ...driverConfig(url, options), log: options.log === undefined ? knexLog(toStderr, true) : knexLog(options.log) };
 }
 
@@ -114,6 +120,14 @@ function driverConfig(url: string | undefined, options: ConnectOptions): Knex.Co
     throw new IdleaseError(
       'BAD_CONFIG',
       `keepAliveMs must be a whole number of ms ≥ 0 (0 turns keepalive off), got ${String(keepAliveMs)}.`,
+    );
+  }
+  if (url === undefined || url.trim() === '') {
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      `No database URL was given (${url === undefined ? 'undefined' : 'an empty string'}: an unset environment variable?). Pass one: mysql://user:pass@host:3306/db, ` +
+        `postgres://user@host:5432/db — or, for the embedded PGlite on purpose, pglite:${EMBEDDED_DEFAULT_URL_DIR} (a directory) or pglite:memory. ` +
+        'idlease does not pick a database by itself: a fresh one starts every tag at 1 again.',
     );
   }
   const target = readDatabaseUrl(url);

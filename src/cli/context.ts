@@ -43,7 +43,13 @@ export async function openDatabase(cmd: Command, url: string | undefined, poolMa
   const dir = pgliteTarget(url)?.dir;
   if (dir !== undefined && !existsSync(path.join(dir, 'PG_VERSION'))) announceNewDatabase(cmd, dir);
   const { connect } = await import('../connect.js');
-  return connect(url, { poolMax, connectTimeoutMs: waitMs(cmd), log: cliLog(cmd), lockTimeoutMs: globals(cmd).lockWait });
+  // The CLI's embedded default, asked for by name: the library itself never picks a database.
+  return connect(url ?? `pglite:${DEFAULT_PGLITE_DIR}`, {
+    poolMax,
+    connectTimeoutMs: waitMs(cmd),
+    log: cliLog(cmd),
+    lockTimeoutMs: globals(cmd).lockWait,
+  });
 }
 
 /**

@@ -178,6 +178,12 @@ back on exit), and never repeat an ID. On a server database run \`idlease migrat
               { viaServe },
             );
       print(self, ids.map(String), { tag, ids });
+      // The tag's last batch: what was left is printed (nothing burned), and the run says why it is short.
+      if (ids.length < flags.count)
+        throw new IdleaseError(
+          'EXHAUSTED',
+          `Tag ${JSON.stringify(tag)} had ${ids.length} of the ${flags.count} IDs asked for left below 2^63−1: those are printed, the last it will issue; IDs never wrap. Use a new tag.`,
+        );
     });
 
   const tagCmd = program.command('tag').description('manage segment tags: add | list | set-step | set-failover-gap | bump');

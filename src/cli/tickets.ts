@@ -6,9 +6,10 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import type { ConnectedKnex as Knex } from '../connect.js';
 import { redact } from '../connect.js';
-import { IdleaseError } from '../errors.js';
+import { IdleaseError, isIdleaseError } from '../errors.js';
 import { createTicketAllocator } from '../ticket/allocator.js';
-import { reshardTickets } from '../ticket/reshard.js';
+import { readTicketSchemes, reshardTickets } from '../ticket/reshard.js';
+import { schemeDisagreement } from '../ticket/scheme-set.js';
 import type { MigrateFlagContributor } from './migrate.js';
 import { DEFAULT_PGLITE_DIR } from '../urls.js';
 import { shellWord } from '../shell.js';
@@ -76,7 +77,7 @@ const collect = (value: string, previous: string[]) => [...previous, value];
 function offsetList(value: string): number[] {
   const parts = value.split(',').map((p) => p.trim());
   if (parts.some((p) => !/^\d+$/.test(p)))
-    throw new InvalidArgumentError(`--offsets must be a comma-separated list of positive integers, got ${JSON.stringify(value)}.`);
+    throw new InvalidArgumentError(`expected a comma-separated list of positive integers, got ${JSON.stringify(value)}.`);
   return parts.map(Number);
 }
 
@@ -123,7 +124,7 @@ async function withServers<T>(
   }
   const knexes = await Promise.all(urls.map((u) => openDatabase(self, u, 2)));
   try {
-    return await withReshardHint(self, flags, urls, () => withOpened());
+    return await withReshardHint(self, flags, urls, knexes, () => withOpened());
   } finally {
     await Promise.all(knexes.map((k) => k.destroy()));
   }
@@ -138,25 +139,42 @@ async function withServers<T>(
 }
 
 /**
- * A server whose ticket scheme disagrees with the command's servers is moved with `tickets
- * reshard`: the hint names that command with the servers this one was given, as the user gave
- * them (--server flags, $IDLEASE_TICKET_SERVERS, or --url), so it runs as printed.
+ * A server whose ticket scheme disagrees with the command's flags. The hint never offers a
+ * reshard of the servers this command was given: they may be only part of a set, and a reshard
+ * that leaves a server of its scheme out repeats IDs (issue 42). When the servers agree on one
+ * scheme it offers this command again with that scheme's --increment and --offsets (a change of
+ * flags, nothing on the servers); moving the set is a reshard naming every server, said in words.
  */
-async function withReshardHint<T>(self: Command, flags: ServerFlags, urls: Array<string | undefined>, run: () => Promise<T>): Promise<T> {
+async function withReshardHint<T>(
+  self: Command,
+  flags: ServerFlags,
+  urls: Array<string | undefined>,
+  knexes: readonly Knex[],
+  run: () => Promise<T>,
+): Promise<T> {
   try {
     return await run();
   } catch (err) {
     if (!(err instanceof IdleaseError) || err.cli !== undefined || !/idlease tickets reshard/.test(err.message)) throw err;
+    const schemes = await readTicketSchemes(
+      knexes.map((knex) => ({ knex })),
+      { sequence: flags.sequence },
+    );
+    const known = schemes.every((s) => s !== undefined) ? schemes : undefined;
+    const one =
+      known !== undefined &&
+      schemeDisagreement(known.map((s, i) => ({ name: String(i), increment: s.increment, offset: s.offset }))) === undefined;
     // --server flags are repeated as given (passwords redacted); otherwise the servers are the
     // --url or the environment's, which `{idlease}` carries as for any other hint.
     const where = flags.server.length > 0 ? urls.map((u) => ` --server ${shellWord(redact(u!))}`).join('') : '';
     const prefix = flags.server.length > 0 ? programName() : '{idlease}';
-    const extra =
-      (flags.increment !== undefined ? ` --increment ${flags.increment}` : '') +
-      (flags.sequence !== 'default' ? ` --sequence ${shellWord(flags.sequence)}` : '');
+    const sequence = flags.sequence !== 'default' ? ` --sequence ${shellWord(flags.sequence)}` : '';
+    const fix = one
+      ? `Give the servers' own scheme: \`${prefix} tickets ${self.name()}${where} --increment ${known[0]!.increment} --offsets ${known.map((s) => s.offset).join(',')}${sequence}\`${flags.server.length === 0 && process.env.IDLEASE_TICKET_SERVERS ? ' (servers from $IDLEASE_TICKET_SERVERS)' : ''}. `
+      : 'Give --increment and --offsets as `tickets status` shows them for each server. ';
     const message = err.message.replace(
-      /Fix the options, or move the servers to the new scheme with: idlease tickets reshard\./,
-      `Fix the options, or move the servers to the new scheme: \`${prefix} tickets reshard${where}${extra}\`${flags.server.length === 0 && process.env.IDLEASE_TICKET_SERVERS ? ' (servers from $IDLEASE_TICKET_SERVERS)' : ''}.`,
+      /Fix the options, or move the whole set .*$/,
+      `${fix}To move the set to a new scheme run \`tickets reshard\` naming every server ${one ? `that serves increment ${known[0]!.increment}` : 'of the set'}, not only these: a reshard that leaves one out is refused (docs/tickets.md).`,
     );
     throw new IdleaseError(err.code, err.message, { cause: err, cli: { message } });
   }
@@ -211,7 +229,13 @@ Examples:
         const alloc = createTicketAllocator({ servers, increment: flags.increment, sequence: flags.sequence, timeoutMs: waitMs(self) });
         try {
           const ids: bigint[] = [];
-          for (let i = 0; i < flags.count; i++) ids.push(await alloc.next());
+          try {
+            for (let i = 0; i < flags.count; i++) ids.push(await alloc.next());
+          } catch (err) {
+            // The counters' last tickets were drawn: print them (not burned), then say why the run is short.
+            if (ids.length > 0 && isIdleaseError(err, 'EXHAUSTED')) print(self, ids.map(String), { ids });
+            throw err;
+          }
           print(self, ids.map(String), { ids });
         } finally {
           await alloc.close();
@@ -268,6 +292,21 @@ Examples:
           ),
           { sequence: flags.sequence, servers: rows },
         );
+        // Servers open under different increments (or sharing an offset) repeat IDs between them:
+        // the rows above show which, and a script must not read success.
+        const why = schemeDisagreement(
+          rows.flatMap((r) => (r.open === true ? [{ name: r.server, increment: r.increment!, offset: r.offset! }] : [])),
+        );
+        if (why !== undefined)
+          throw new IdleaseError(
+            'BAD_CONFIG',
+            `${why}: allocators refuse to draw from such a set. Move every server of it to one scheme with \`idlease tickets reshard\`, naming them all.`,
+            {
+              cli: {
+                message: `${why}: allocators refuse to draw from such a set. Move every server of it to one scheme with \`${programName()} tickets reshard --server <url> …\`, naming them all (docs/tickets.md).`,
+              },
+            },
+          );
       } finally {
         await alloc.close();
       }
@@ -281,11 +320,16 @@ Examples:
   )
     .option('--retire <url>', 'a server leaving the set (repeat): fenced and left closed', collect, [] as string[])
     .option(
+      '--vacant-offsets <list>',
+      'offsets of the present increment that no server serves (room left to grow), e.g. 3,4: a reshard must otherwise name a server for each',
+      offsetList,
+    )
+    .option(
       '--margin <n>',
       'start this many IDs above the global maximum (after a failover that may have lost draws; docs/failover.md)',
       nonNegativeBig,
     )
-    .action(async (flags: ServerFlags & { retire: string[]; margin?: bigint }, self: Command) => {
+    .action(async (flags: ServerFlags & { retire: string[]; margin?: bigint; vacantOffsets?: number[] }, self: Command) => {
       await withServers(self, flags, async (servers) => {
         const retired = await Promise.all(flags.retire.map(async (u) => ({ knex: await openDatabase(self, u, 2), name: redact(u) })));
         try {
@@ -296,6 +340,7 @@ Examples:
             sequence: flags.sequence,
             retire: retired,
             margin: flags.margin,
+            ...(flags.vacantOffsets !== undefined ? { vacantOffsets: flags.vacantOffsets } : {}),
           });
           print(
             self,

@@ -555,7 +555,15 @@ const COUNTERS: PerDialect<TicketCounter> = {
     drawSql: postgresDrawSql,
     drawn: postgresDrawn,
     last: sequenceLastValue,
-    highest: async (db, _ref, obj) => (await sequenceLastValue(db, obj)) ?? 0n,
+    // A sequence not called since a RESTART (a reshard, a reshard's rollback) reads last_value =
+    // its next value and is_called = false: what it issued before lies below that, not at 0. Read
+    // as 0, a second reshard before any draw started the set again from its offsets.
+    highest: async (db, _ref, obj) => {
+      const row = (await db.run(`SELECT ${asText('postgres', 'last_value')} AS last_value, is_called FROM ${obj}`, [])).rows[0];
+      if (!row) return 0n;
+      const last = toBigInt(row[0], 'last_value');
+      return isTrue(row[1]) ? last : last - 1n;
+    },
     facts: async (db, _ref, obj) => ({ engine: 'sequence', lastId: await sequenceLastValue(db, obj) }),
     holdDraws: async (tx, schemes) => {
       await tx.run(`LOCK TABLE ${schemes} IN ACCESS EXCLUSIVE MODE`, []);

@@ -131,10 +131,10 @@ export function ticketsMigrations(
         const is = `Ticket sequence "${sequence}" on this server already serves offset ${scheme.offset} of increment ${scheme.increment} (its scheme row), not ${opts.offset} of ${opts.increment}; migrate does not change an installed pair.`;
         throw new IdleaseError(
           'BAD_CONFIG',
-          `${is} To give the servers a new increment and offsets use reshardTickets() (CLI: idlease tickets reshard), which starts above the global maximum; or leave increment/offset out.`,
+          `${is} To give the servers a new increment and offsets use reshardTickets() (CLI: idlease tickets reshard) naming every server of the set, which starts above the global maximum; or leave increment/offset out.`,
           {
             cli: {
-              message: `${is} To give the servers a new increment and offsets run \`idlease tickets reshard --server … --server …\` (it starts above the global maximum); or leave --tickets-increment/--tickets-offset out.`,
+              message: `${is} To give the servers a new increment and offsets run \`idlease tickets reshard --server … --server …\` naming every server of the set (it starts above the global maximum; one that leaves a server out is refused); or leave --tickets-increment/--tickets-offset out.`,
             },
           },
         );

@@ -227,9 +227,9 @@ class SegmentAllocatorImpl implements SegmentAllocator {
       if (out.length === n) return Promise.resolve(out);
     }
     if (this.exhausted) {
-      // Nothing more will come: the IDs taken go back to memory rather than being lost.
-      this.reclaim(out);
-      return Promise.reject(this.exhausted);
+      // Nothing more will come: the IDs taken are the tag's last, handed out (fewer than asked);
+      // the next call meets EXHAUSTED. Rejecting would burn them when the caller ends.
+      return out.length > 0 ? Promise.resolve(out) : Promise.reject(this.exhausted);
     }
     return this.enqueue<bigint[]>(n, out);
   }
@@ -360,7 +360,8 @@ class SegmentAllocatorImpl implements SegmentAllocator {
     this.lastError = err;
     if (isFatal(err)) {
       if (isIdleaseError(err, 'EXHAUSTED')) this.exhausted = err;
-      this.waiters.failAll(err);
+      // A batch holding the tag's last IDs gets them: fewer than asked, and EXHAUSTED from the next call.
+      this.waiters.failAll(err, this.exhausted === err);
       return false;
     }
     this.leaseErrors++;

@@ -101,7 +101,11 @@ export interface SegmentAllocator {
   readonly tag: string;
   /** The next ID. Memory-speed except when a lease is late; never a duplicate, strictly increasing per allocator. */
   next(): Promise<bigint>;
-  /** `n` IDs in increasing order (may span segments). 1 ≤ n ≤ maxBatch, else BAD_ARGUMENT. */
+  /**
+   * `n` IDs in increasing order (may span segments). 1 ≤ n ≤ maxBatch, else BAD_ARGUMENT. The one
+   * exception is the tag's last batch: when fewer than `n` IDs are left below 2^63−1, it resolves
+   * with those (fewer than `n`) and every call after it rejects with EXHAUSTED.
+   */
   nextBatch(n: number): Promise<bigint[]>;
   /**
    * The same `n` IDs as `nextBatch(n)` would give, as ascending inclusive ranges (one, unless the

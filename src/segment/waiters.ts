@@ -75,11 +75,19 @@ export class WaiterQueue {
     return cursor;
   }
 
-  /** Reject every waiting caller with `err`. */
-  failAll(err: unknown): void {
+  /**
+   * Reject every waiting caller with `err`. With `partial` (the tag is exhausted: no ID will ever
+   * come) a batch that holds IDs is answered with them instead: they are the tag's last, and
+   * rejecting would burn them.
+   */
+  failAll(err: unknown, partial = false): void {
     for (let i = this.head; i < this.items.length; i++) {
       const w = this.items[i]!;
       if (w.done) continue;
+      if (partial && w.batch !== null && w.batch.length > 0) {
+        this.settle(w, w.batch);
+        continue;
+      }
       w.done = true;
       clearTimeout(w.timer);
       w.reject(err);

@@ -8,6 +8,7 @@ import { settlesWithin } from '../runtime/deadline.js';
 import { Emitter } from '../runtime/events.js';
 import { Recovery } from './health.js';
 import { resolveTicketOptions } from './options.js';
+import { SchemeSet } from './scheme-set.js';
 import { TicketServer } from './server.js';
 import type { TicketAllocator, TicketAllocatorOptions, TicketEvent, TicketServerStatus, TicketStats } from './types.js';
 
@@ -32,7 +33,9 @@ export function createTicketAllocator(options: TicketAllocatorOptions): TicketAl
     emit: (e: TicketEvent) => events.emit(e),
     recovered: () => recovery.notify(),
   };
-  const servers = o.servers.map((s) => new TicketServer(s, o, kit));
+  // The servers are checked as one set whenever one of them is seen on a new pair.
+  const set = new SchemeSet(o.increment, () => servers);
+  const servers: TicketServer[] = o.servers.map((s) => new TicketServer(s, o, kit, set));
   let closed = false;
   let rr = 0;
   let served = 0;

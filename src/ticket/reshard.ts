@@ -11,11 +11,12 @@
  * closed and then follow the server's new pair.
  */
 import type { SqlExecutor } from '../dialects/sql.js';
-import { fenceScheme, highestIssued, openScheme, type TicketScheme } from '../dialects/tickets.js';
+import { fenceScheme, highestIssued, openScheme, readScheme, type TicketRef, type TicketScheme } from '../dialects/tickets.js';
 import type { KnexLike } from '../drivers/index.js';
 import { IdleaseError, isIdleaseError } from '../errors.js';
 import { MAX_INT64 } from '../ids.js';
-import { firstAbove, resolveServerSet } from './config.js';
+import { validateIdentifier, validateSequenceName } from '../identifiers.js';
+import { firstAbove, MAX_INCREMENT, resolveServerSet } from './config.js';
 import { serverHandle } from './options.js';
 
 /** A server reshard works on: a Knex instance or a pool the app has (exactly one). No session state is set. */
@@ -32,6 +33,13 @@ export interface ReshardOptions {
   readonly increment?: number;
   /** Servers leaving the set: fenced and left closed, their IDs counted in the maximum. */
   readonly retire?: ReadonlyArray<ReshardServer>;
+  /**
+   * Offsets of the servers' present increment that no server serves (an increment chosen larger
+   * than the set, to leave room). A reshard must name every server of the scheme it changes, in
+   * `servers` or `retire`, or say here that an offset has none: a server left out would go on
+   * drawing under the old pair beside the new one and repeat IDs, so such a reshard is refused.
+   */
+  readonly vacantOffsets?: readonly number[];
   readonly sequence?: string;
   readonly schema?: string;
   /**
@@ -82,14 +90,7 @@ export async function reshardTickets(options: ReshardOptions): Promise<ReshardRe
       fenced.push({ db: s.db, before: await fenceScheme(s.db, ref) });
     }
   } catch (err) {
-    // Reopen what was fenced, counters untouched: the old scheme is still consistent.
-    for (const f of fenced) {
-      await openScheme(f.db, ref, {
-        increment: f.before.increment,
-        offset: f.before.offset,
-        first: (await highestIssued(f.db, ref)) + 1n,
-      }).catch(() => undefined);
-    }
+    await reopen(fenced, ref);
     if (isIdleaseError(err, 'NOT_MIGRATED')) {
       // A server joining the set must be set up first: waiting or retrying will not do it.
       const place = fencing.keep ? ` --tickets-increment ${increment} --tickets-offset ${fencing.offset}` : '';
@@ -113,6 +114,15 @@ export async function reshardTickets(options: ReshardOptions): Promise<ReshardRe
       { cause: err },
     );
   }
+  const left = leftOut(
+    all.map((s, i) => ({ ...s, before: fenced[i]!.before })),
+    increment,
+    vacantOffsets(options.vacantOffsets),
+  );
+  if (left !== undefined) {
+    await reopen(fenced, ref);
+    throw left;
+  }
   let globalMax = 0n;
   for (const s of all) {
     const h = await highestIssued(s.db, ref);
@@ -127,4 +137,71 @@ export async function reshardTickets(options: ReshardOptions): Promise<ReshardRe
     out.push({ name: s.name, offset: s.offset, firstId, generation: scheme.generation });
   }
   return Object.freeze({ globalMax, increment, servers: Object.freeze(out) });
+}
+
+/** Reopen what was fenced under its old pair, counters untouched: the old scheme is still consistent. */
+async function reopen(fenced: ReadonlyArray<{ db: SqlExecutor; before: TicketScheme }>, ref: TicketRef): Promise<void> {
+  for (const f of fenced) {
+    await openScheme(f.db, ref, {
+      increment: f.before.increment,
+      offset: f.before.offset,
+      first: (await highestIssued(f.db, ref)) + 1n,
+    }).catch(() => undefined);
+  }
+}
+
+function vacantOffsets(given: unknown): ReadonlySet<number> {
+  if (given === undefined) return new Set();
+  if (!Array.isArray(given) || given.some((o) => typeof o !== 'number' || !Number.isInteger(o) || o < 1 || o > MAX_INCREMENT))
+    throw new IdleaseError(
+      'BAD_ARGUMENT',
+      `reshard: vacantOffsets must be a list of offsets 1..${MAX_INCREMENT}, got ${JSON.stringify(given)}.`,
+    );
+  return new Set(given as number[]);
+}
+
+/**
+ * The scheme a reshard changes must be named whole. For every present increment whose servers
+ * change pair here, each of its offsets must be served by a server in `servers` or `retire`, or
+ * be declared vacant; an offset left out is a server that would go on drawing under the old pair
+ * (issue 42: its IDs then repeat the moved servers' new ones). A server whose pair does not change
+ * (one migrated into its new place ahead of the reshard) changes no one's scheme. Returns the
+ * refusal, or undefined when the reshard may go on.
+ */
+function leftOut(
+  named: ReadonlyArray<{ name: string; offset: number; keep: boolean; before: TicketScheme }>,
+  increment: number,
+  vacant: ReadonlySet<number>,
+): IdleaseError | undefined {
+  const changing = named.filter((s) => !s.keep || s.before.increment !== increment || s.before.offset !== s.offset);
+  for (const old of [...new Set(changing.map((s) => s.before.increment))].sort((x, y) => x - y)) {
+    const served = new Set(named.filter((s) => s.before.increment === old).map((s) => s.before.offset));
+    const missing = Array.from({ length: old }, (_, i) => i + 1).filter((o) => !served.has(o) && !vacant.has(o));
+    if (missing.length === 0) continue;
+    const moving = changing.filter((s) => s.before.increment === old);
+    const what = `reshard: ${moving.map((s) => `${s.name} (offset ${s.before.offset} of increment ${old})`).join(', ')} would leave increment ${old}, but no server named here serves ${missing.map((o) => `offset ${o} of increment ${old}`).join(', ')}: a server that does would go on drawing under increment ${old} beside the new scheme and repeat IDs. Nothing was changed.`;
+    const offsets = missing.join(',');
+    return new IdleaseError(
+      'BAD_ARGUMENT',
+      `${what} Name every server of the set in servers (in the new offset order); a server leaving the set goes in retire (fenced and left closed, its IDs counted); an offset no server serves goes in vacantOffsets: [${offsets}].`,
+      {
+        cli: {
+          message: `${what} Name every server of the set with --server (in the new offset order); a server leaving the set goes in --retire <url> (fenced and left closed, its IDs counted); an offset no server serves: --vacant-offsets ${offsets}. \`{idlease} tickets status --server <url> …\` shows each server's offset and increment.`,
+        },
+      },
+    );
+  }
+  return undefined;
+}
+
+/** Each server's ticket scheme as it says now (undefined where it did not answer or has none): for hints, no state changed. */
+export async function readTicketSchemes(
+  servers: ReadonlyArray<ReshardServer>,
+  options: { sequence?: string; schema?: string } = {},
+): Promise<Array<TicketScheme | undefined>> {
+  const ref = {
+    sequence: validateSequenceName(options.sequence ?? 'default', 'sequence'),
+    schema: options.schema === undefined ? undefined : validateIdentifier(options.schema, 'schema'),
+  };
+  return Promise.all(servers.map((s, i) => readScheme(serverHandle(s, `servers[${i}]`).db, ref).catch(() => undefined)));
 }

@@ -11,6 +11,7 @@ import { within } from '../runtime/deadline.js';
 import { isExhausted, refuseReason } from './config.js';
 import { ServerHealth, type HealthKit } from './health.js';
 import type { ResolvedTicketServer } from './options.js';
+import type { SchemeMember, SchemeSet } from './scheme-set.js';
 import type { ServerFacts, TicketSource } from './source.js';
 
 export interface ServerRules {
@@ -35,7 +36,7 @@ function withServerName(err: IdleaseError, name: string, pair: { offset: number;
   return new IdleaseError(err.code, `${name}: ${err.message}`, { cause: err.cause ?? err, ...(cli ? { cli } : {}) });
 }
 
-export class TicketServer {
+export class TicketServer implements SchemeMember {
   readonly name: string;
   readonly source: TicketSource;
   readonly health: ServerHealth;
@@ -59,6 +60,8 @@ export class TicketServer {
     server: ResolvedTicketServer,
     private readonly rules: ServerRules,
     kit: HealthKit,
+    /** The allocator's whole set: a server seen on a new pair is followed only with all the others. */
+    private readonly set: SchemeSet,
   ) {
     this.name = server.name;
     this.source = server.source;
@@ -77,8 +80,8 @@ export class TicketServer {
 
   /**
    * Read the server's scheme. At first contact it must match the options (verified and
-   * refused); after a reshard changed it, the allocator follows the server: uniqueness
-   * comes from the scheme rows reshard wrote consistently across servers.
+   * refused); after a reshard changed it, the allocator follows the server only once the whole
+   * set agrees (scheme-set.ts): one server's new pair says nothing about the others.
    */
   async init(): Promise<TicketScheme> {
     const { increment, statementTimeoutMs } = this.rules;
@@ -110,9 +113,14 @@ export class TicketServer {
       this.configError = new IdleaseError(
         'BAD_CONFIG',
         `${this.name} serves offset ${scheme.offset} of increment ${scheme.increment} (its ticket scheme row), but the allocator was given offset ${this.configuredOffset} of increment ${increment}. ` +
-          'Fix the options, or move the servers to the new scheme with: idlease tickets reshard.',
+          `Fix the options, or move the whole set — every server that serves increment ${scheme.increment}, not only this one — to a new scheme with reshardTickets (CLI: idlease tickets reshard).`,
       );
       throw this.configError;
+    }
+    if (this.verified && this.set.needsCheck(scheme)) {
+      await this.set.check();
+      // The set moved elsewhere while this server's scheme was read (it is being resharded): read it again.
+      if (scheme.increment !== this.set.increment) throw new Error(`${this.name}: its scheme changed while the set was checked; retrying`);
     }
     this.configError = undefined;
     this.verified = true;
@@ -120,6 +128,22 @@ export class TicketServer {
     this.offset = scheme.offset;
     this.scheme = scheme;
     return scheme;
+  }
+
+  /** The scheme as the server says now, for the set check; a server that does not answer leaves the rotation. */
+  async readSchemeNow(): Promise<TicketScheme | undefined> {
+    try {
+      return await this.bounded(this.source.readScheme(), this.rules.statementTimeoutMs);
+    } catch (err) {
+      this.markDown(err);
+      return undefined;
+    }
+  }
+
+  /** Refused with the set's error: no draw here until a probe finds the set one scheme again. */
+  refuse(err: IdleaseError): void {
+    this.configError = err;
+    this.markDown(err, 'refused');
   }
 
   /** Out of the rotation until a probe brings it back. */

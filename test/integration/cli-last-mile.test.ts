@@ -113,7 +113,7 @@ describe('item 7: hints start with the invocation the user typed and carry their
   );
 
   it.each(INVOCATIONS)(
-    'a ticket server on another increment: the reshard hint names the servers and runs ($how)',
+    'a ticket server on another increment: the hint gives the server its own scheme and runs, and offers no reshard of part of a set ($how)',
     async ({ prefix, cwd }) => {
       const seq = prefix === 'idlease' ? 'a' : 'b';
       const setup = await runCli(
@@ -125,12 +125,13 @@ describe('item 7: hints start with the invocation the user typed and carry their
       expect(setup.code, show(setup)).toBe(0);
       const r = await sh(`${prefix} tickets next --server '${my.url}' --sequence ${seq}`, cwd());
       expect(r.code, show(r)).toBe(2);
-      const reshard = hintIn(r.stderr);
-      expect(reshard).toBe(`${prefix} tickets reshard --server ${my.url} --sequence ${seq}`);
-      const moved = await sh(reshard, cwd());
-      expect(moved.code, `${reshard}\n${show(moved)}`).toBe(0);
-      const again = await sh(`${prefix} tickets next --server '${my.url}' --sequence ${seq}`, cwd());
-      expect(again.code, show(again)).toBe(0);
+      // The server may be one of two at increment 2: a reshard of it alone could repeat IDs (issue 42).
+      expect(r.stderr).not.toMatch(/tickets reshard --server/);
+      const fix = hintIn(r.stderr);
+      expect(fix).toBe(`${prefix} tickets next --server ${my.url} --increment 2 --offsets 1 --sequence ${seq}`);
+      const fixed = await sh(fix, cwd());
+      expect(fixed.code, `${fix}\n${show(fixed)}`).toBe(0);
+      expect(BigInt(fixed.stdout.trim()) % 2n).toBe(1n);
     },
   );
 

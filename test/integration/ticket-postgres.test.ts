@@ -46,7 +46,14 @@ describe.each(['postgres', 'pglite'] as const)('tickets on %s sequences', (flavo
     await expect(before.next()).rejects.toMatchObject({ code: 'BAD_CONFIG' }); // migrated as 3 of 4
     await before.close();
     await db.knex.raw(`SELECT setval('idlease.idlease_tickets_big', 9007199254740991)`);
-    const r = await reshardTickets({ servers: [{ knex: db.knex, offset: 2 }], increment: 5, sequence: 'big' });
+    // Migrated as offset 3 of 4 and resharded alone: the other offsets of 4 have no server here, said so.
+    await expect(reshardTickets({ servers: [{ knex: db.knex, offset: 2 }], increment: 5, sequence: 'big' })).rejects.toMatchObject({
+      code: 'BAD_ARGUMENT',
+      message: expect.stringMatching(
+        /no server named here serves offset 1 of increment 4, offset 2 of increment 4, offset 4 of increment 4/,
+      ),
+    });
+    const r = await reshardTickets({ servers: [{ knex: db.knex, offset: 2 }], increment: 5, sequence: 'big', vacantOffsets: [1, 2, 4] });
     expect(r.globalMax).toBe(9007199254740991n);
     expect(r.servers[0]!.firstId).toBe(9007199254740992n);
     const alloc = createTicketAllocator({ servers: [{ knex: db.knex, offset: 2 }], increment: 5, sequence: 'big' });
@@ -84,6 +91,39 @@ describe.each(['postgres', 'pglite'] as const)('ticket reshard with a margin (fa
       await expect(reshardTickets({ servers: [{ knex: db.knex, offset: 1 }], increment: 2, margin: -1 })).rejects.toMatchObject({
         code: 'BAD_ARGUMENT',
       });
+    } finally {
+      await alloc.close();
+    }
+  });
+});
+
+describe.each(['postgres', 'pglite'] as const)('two reshards in a row with no draw between on %s', (flavor) => {
+  let db: TestDb;
+  beforeAll(async () => {
+    db = await createTestDb(flavor, 'tickretwice');
+    await migrate(db.knex, { segments: false, tickets: { sequences: ['twice'] } });
+  });
+  afterAll(async () => {
+    await db.drop();
+  });
+
+  it('the second starts above what the server issued before the first (a restarted sequence is not read as empty)', async () => {
+    const alloc = createTicketAllocator({ servers: [{ knex: db.knex, offset: 1 }], sequence: 'twice' });
+    try {
+      const before: bigint[] = [];
+      for (let i = 0; i < 10; i++) before.push(await alloc.next());
+      const first = await reshardTickets({ servers: [{ knex: db.knex, offset: 1 }], increment: 2, sequence: 'twice' });
+      expect(first.globalMax).toBe(10n);
+      // Retried, or grown again, before anyone drew: the sequence was restarted at 11 and not called since.
+      const second = await reshardTickets({ servers: [{ knex: db.knex, offset: 2 }], increment: 3, sequence: 'twice', vacantOffsets: [2] });
+      expect(second.globalMax).toBeGreaterThanOrEqual(10n);
+      const after = createTicketAllocator({ servers: [{ knex: db.knex, offset: 2 }], increment: 3, sequence: 'twice' });
+      try {
+        const next = await after.next();
+        expect(next > 10n, String(next)).toBe(true);
+      } finally {
+        await after.close();
+      }
     } finally {
       await alloc.close();
     }

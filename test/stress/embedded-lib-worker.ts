@@ -1,11 +1,11 @@
 /**
- * A library user on the embedded default of its working directory: connect(), draw, close.
+ * A library user on the embedded directory of its working directory: connect('pglite:.idlease/pglite'), draw, close.
  * Prints the IDs one per line; a typed failure is one line `CODE: message` on stderr, exit 1.
  */
 import { connect, createSegmentAllocator, isIdleaseError, migrate } from '../../src/index.js';
 
 const [count = '10', lockTimeoutMs = '30000'] = process.argv.slice(2);
-const knex = connect(undefined, { lockTimeoutMs: Number(lockTimeoutMs) });
+const knex = connect('pglite:.idlease/pglite', { lockTimeoutMs: Number(lockTimeoutMs) });
 try {
   await migrate(knex);
   const alloc = createSegmentAllocator({ knex, tag: 'order', create: true });

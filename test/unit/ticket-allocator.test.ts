@@ -252,6 +252,49 @@ describe('ticket allocator on in-memory servers', () => {
     ]);
   });
 
+  it('a reshard of some servers only: the allocator draws from neither scheme (BAD_CONFIG naming both), and follows once the whole set agrees', async () => {
+    const three = [new MemoryTicketServer(3, 1), new MemoryTicketServer(3, 2), new MemoryTicketServer(3, 3)];
+    const { alloc } = allocator(three, { timeoutMs: 200 });
+    const before = await drawN(alloc, 30);
+    // Two of three moved to increment 2 (issue 42): the third goes on serving offset 3 of 3.
+    reshardMemory(
+      [
+        { server: three[0]!, offset: 1 },
+        { server: three[1]!, offset: 2 },
+      ],
+      2,
+    );
+    const during: bigint[] = [];
+    const refusals: unknown[] = [];
+    for (let i = 0; i < 30; i++)
+      await alloc.next().then(
+        (id) => during.push(id),
+        (err: unknown) => refusals.push(err),
+      );
+    // At most the draws of one round on the unmoved server go out before the moved one is seen.
+    expect(during.length).toBeLessThanOrEqual(1);
+    expect(during.every((id) => id % 3n === 0n)).toBe(true);
+    expect(refusals.length).toBeGreaterThan(0);
+    expect(refusals.every((e) => isIdleaseError(e, 'BAD_CONFIG'))).toBe(true);
+    expect(String((refusals.at(-1) as Error).message)).toMatch(/mixed schemes .*offset 1 of increment 2.*offset 3 of increment 3/);
+    const max = reshardMemory(
+      three.map((server, i) => ({ server, offset: i + 1 })),
+      4,
+    );
+    // Refused servers are probed back (backoff ≤ 20 ms) and the set moves as a whole.
+    const deadline = Date.now() + 5_000;
+    let after: bigint[] = [];
+    while (after.length === 0 && Date.now() < deadline) {
+      // A refused call ends in microtasks: yield to the timers that run the probes.
+      await new Promise((r) => setTimeout(r, 5));
+      after = await drawN(alloc, 6).catch(() => []);
+    }
+    expect(after).toHaveLength(6);
+    expect(after.every((id) => id > max && [1n, 2n, 3n].includes(id % 4n))).toBe(true);
+    const all = [...before, ...during, ...after];
+    expect(new Set(all).size).toBe(all.length);
+  });
+
   it('property: no ID twice across servers with interleaved offsets, several allocators, faults and reshards', async () => {
     const step = fc.oneof(
       fc.record({ kind: fc.constant('draw' as const), allocator: fc.nat(2), callers: fc.integer({ min: 1, max: 4 }) }),
