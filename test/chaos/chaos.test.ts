@@ -1,7 +1,8 @@
 /**
  * One short chaos run in CI (issue 42): the seed's schedule of process kills, pauses past the
  * lease, server kills and freezes, Redis wiped and restarted, and admin commands beside the
- * allocators, over segments (PostgreSQL, MariaDB), snowflake and the Redis sequence. Soaks:
+ * allocators, over segments (PostgreSQL, MariaDB), snowflake, the Redis sequence and next_id() (PostgreSQL,
+ * MariaDB). Soaks:
  * `npm run chaos -- --seeds 1,2,3 --seconds 60`.
  */
 import { expect, it } from 'vitest';
@@ -16,7 +17,14 @@ it('seed 1 for 50 s: no repeat, every promised order kept, every mechanism issui
     expect(s.orderViolations, why).toEqual([]);
     expect(s.ids, why).toBeGreaterThan(1_000);
   }
-  expect(r.spaces.map((s) => s.space).sort()).toEqual(['redis', 'segment-mariadb', 'segment-pg', 'snowflake-pg']);
+  expect(r.spaces.map((s) => s.space).sort()).toEqual([
+    'next-id-mariadb',
+    'next-id-pg',
+    'redis',
+    'segment-mariadb',
+    'segment-pg',
+    'snowflake-pg',
+  ]);
   expect(r.stalled, why).toEqual([]);
   expect(r.recoveryAfterLastMs, why).toBeLessThan(15_000);
   expect(Object.values(r.faults).filter((n) => n > 0).length, why).toBeGreaterThanOrEqual(6);

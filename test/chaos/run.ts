@@ -1,7 +1,8 @@
 /**
  * One chaos run: private PostgreSQL, MariaDB and Redis servers; OS worker processes drawing from
  * every mechanism that lives on them — segments on PostgreSQL and on MariaDB, snowflake (worker
- * ids leased on PostgreSQL), the Redis sequence (windows leased from PostgreSQL) — while the
+ * ids leased on PostgreSQL), the Redis sequence (windows leased from PostgreSQL), next_id()
+ * (inserts into an attached column on PostgreSQL and on MariaDB) — while the
  * seed's schedule (schedule.ts) kills, pauses and freezes them and their servers, wipes Redis and
  * runs admin commands beside them. Every ID a worker was given is in its file; the checker
  * (check.ts) counts repeats and order violations per ID space, and the run measures, for every
@@ -14,6 +15,7 @@ import path from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import { connect } from '../../src/connect.js';
 import { migrate } from '../../src/migrations/migrate.js';
+import { attachNextId } from '../../src/next-id/attach.js';
 import { addTag, bumpTag, setStep } from '../../src/segment/index.js';
 import { REPO_ROOT } from '../helpers/cli.js';
 import { startHaProcess, startHaWorker } from '../helpers/ha-workers.js';
@@ -24,10 +26,11 @@ import { checkStreams, readStream, type SpaceReport } from './check.js';
 import { FAULT_KINDS, scheduleFor, type Fault, type FaultKind } from './schedule.js';
 
 const SNOWFLAKE_WORKER = path.join(REPO_ROOT, 'test/ha/snowflake-ha-worker.ts');
+const NEXT_ID_WORKER = path.join(REPO_ROOT, 'test/chaos/next-id-worker.ts');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-type Kind = 'segment-pg' | 'segment-mariadb' | 'snowflake-pg' | 'redis';
-const KINDS: readonly Kind[] = ['segment-pg', 'segment-mariadb', 'snowflake-pg', 'redis'];
+type Kind = 'segment-pg' | 'segment-mariadb' | 'snowflake-pg' | 'redis' | 'next-id-pg' | 'next-id-mariadb';
+const KINDS: readonly Kind[] = ['segment-pg', 'segment-mariadb', 'snowflake-pg', 'redis', 'next-id-pg', 'next-id-mariadb'];
 /** How long a worker may hold what it leased: a pause longer than this is a pause past the lease. */
 const LEASE_MS = 3_000;
 
@@ -61,7 +64,14 @@ export async function runChaos(o: { seed: number; seconds: number; log?: (line: 
   const dir = mkdtempSync(path.join(tmpdir(), `idlease-chaos-${o.seed}-`));
   const [pg, maria, redis] = await Promise.all([
     startPostgres(),
-    startMariadb(['--server-id=41', '--innodb-lock-wait-timeout=5']),
+    // next_id() on MariaDB needs its ticker (the event scheduler) and a ROW binary log.
+    startMariadb([
+      '--server-id=41',
+      '--innodb-lock-wait-timeout=5',
+      '--event-scheduler=ON',
+      '--log-bin=mariadb-bin',
+      '--binlog-format=ROW',
+    ]),
     startRedis('none'),
   ]);
   const urls = { pg: pg.url, mariadb: maria.url };
@@ -76,8 +86,10 @@ export async function runChaos(o: { seed: number; seconds: number; log?: (line: 
   let generation = 0;
   try {
     for (const db of [admin.pg, admin.mariadb]) {
-      await migrate(db, { workers: true });
+      await migrate(db, { workers: true, nextId: true });
       await addTag(db, { tag: 'chaos', step: 100 });
+      await db.raw('CREATE TABLE chaos_ids (id bigint NOT NULL, w int NOT NULL)');
+      await attachNextId(db, { table: 'chaos_ids' });
     }
     await addTag(admin.pg, { tag: 'chaos-redis', step: 50 });
 
@@ -105,16 +117,18 @@ export async function runChaos(o: { seed: number; seconds: number; log?: (line: 
         const w =
           kind === 'snowflake-pg'
             ? startHaProcess(SNOWFLAKE_WORKER, name, wdir, { url: urls.pg, leaseTtlMs: LEASE_MS, maxLeadMs: 500, waitTimeoutMs: 1_000 })
-            : startHaWorker(name, wdir, {
-                url: kind === 'segment-pg' ? urls.pg : urls.mariadb,
-                tag: 'chaos',
-                maxStep: 100_000,
-                targetLeaseMs: 1_000,
-                connectTimeoutMs: 1_000,
-                waitTimeoutMs: 3_000,
-                statementTimeoutMs: 2_000,
-                pauseMs: 1,
-              });
+            : kind === 'next-id-pg' || kind === 'next-id-mariadb'
+              ? startHaProcess(NEXT_ID_WORKER, name, wdir, { url: kind === 'next-id-pg' ? urls.pg : urls.mariadb, table: 'chaos_ids' })
+              : startHaWorker(name, wdir, {
+                  url: kind === 'segment-pg' ? urls.pg : urls.mariadb,
+                  tag: 'chaos',
+                  maxStep: 100_000,
+                  targetLeaseMs: 1_000,
+                  connectTimeoutMs: 1_000,
+                  waitTimeoutMs: 3_000,
+                  statementTimeoutMs: 2_000,
+                  pauseMs: 1,
+                });
         ({ child } = w);
         file = path.join(wdir, `${name}.bin`);
         exited = w.done.catch(() => undefined);
@@ -129,7 +143,7 @@ export async function runChaos(o: { seed: number; seconds: number; log?: (line: 
 
     // Progress per kind, sampled from the workers' files (each flushes every 256 IDs).
     const counts = (): Record<Kind, number> => {
-      const c = { 'segment-pg': 0, 'segment-mariadb': 0, 'snowflake-pg': 0, redis: 0 } as Record<Kind, number>;
+      const c = Object.fromEntries(KINDS.map((k) => [k, 0])) as Record<Kind, number>;
       for (const w of workers) {
         try {
           c[w.kind] += statSync(w.file).size / 8;
