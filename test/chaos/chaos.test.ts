@@ -1,8 +1,8 @@
 /**
  * One short chaos run in CI (issue 42): the seed's schedule of process kills, pauses past the
  * lease, server kills and freezes, Redis wiped and restarted, and admin commands beside the
- * allocators, over segments (PostgreSQL, MariaDB), snowflake, the Redis sequence and next_id() (PostgreSQL,
- * MariaDB). Soaks:
+ * allocators, over segments (PostgreSQL, MariaDB), snowflake, the Redis sequence, next_id() (PostgreSQL,
+ * MariaDB) and tickets (three MariaDB servers). Soaks:
  * `npm run chaos -- --seeds 1,2,3 --seconds 60`.
  */
 import { expect, it } from 'vitest';
@@ -24,6 +24,7 @@ it('seed 1 for 50 s: no repeat, every promised order kept, every mechanism issui
     'segment-mariadb',
     'segment-pg',
     'snowflake-pg',
+    'tickets',
   ]);
   expect(r.stalled, why).toEqual([]);
   expect(r.recoveryAfterLastMs, why).toBeLessThan(15_000);

@@ -2,7 +2,8 @@
  * One chaos run: private PostgreSQL, MariaDB and Redis servers; OS worker processes drawing from
  * every mechanism that lives on them — segments on PostgreSQL and on MariaDB, snowflake (worker
  * ids leased on PostgreSQL), the Redis sequence (windows leased from PostgreSQL), next_id()
- * (inserts into an attached column on PostgreSQL and on MariaDB) — while the
+ * (inserts into an attached column on PostgreSQL and on MariaDB), tickets (three MariaDB ticket
+ * servers at increment 3) — while the
  * seed's schedule (schedule.ts) kills, pauses and freezes them and their servers, wipes Redis and
  * runs admin commands beside them. Every ID a worker was given is in its file; the checker
  * (check.ts) counts repeats and order violations per ID space, and the run measures, for every
@@ -12,13 +13,14 @@
 import { mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import type { ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { connect } from '../../src/connect.js';
 import { migrate } from '../../src/migrations/migrate.js';
 import { attachNextId } from '../../src/next-id/attach.js';
 import { addTag, bumpTag, setStep } from '../../src/segment/index.js';
 import { REPO_ROOT } from '../helpers/cli.js';
-import { startHaProcess, startHaWorker } from '../helpers/ha-workers.js';
+import { clockStep, type ClockStep } from '../helpers/clock-step.js';
+import { startHaProcess, startHaWorker, type Launch } from '../helpers/ha-workers.js';
 import { startRedis } from '../helpers/redis.js';
 import { startRedisWorker } from '../helpers/redis-workers.js';
 import { startMariadb, startPostgres } from '../helpers/servers.js';
@@ -27,10 +29,11 @@ import { FAULT_KINDS, scheduleFor, type Fault, type FaultKind } from './schedule
 
 const SNOWFLAKE_WORKER = path.join(REPO_ROOT, 'test/ha/snowflake-ha-worker.ts');
 const NEXT_ID_WORKER = path.join(REPO_ROOT, 'test/chaos/next-id-worker.ts');
+const TICKET_WORKER = path.join(REPO_ROOT, 'test/partition/ticket-worker.ts');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-type Kind = 'segment-pg' | 'segment-mariadb' | 'snowflake-pg' | 'redis' | 'next-id-pg' | 'next-id-mariadb';
-const KINDS: readonly Kind[] = ['segment-pg', 'segment-mariadb', 'snowflake-pg', 'redis', 'next-id-pg', 'next-id-mariadb'];
+type Kind = 'segment-pg' | 'segment-mariadb' | 'snowflake-pg' | 'redis' | 'next-id-pg' | 'next-id-mariadb' | 'tickets';
+const KINDS: readonly Kind[] = ['segment-pg', 'segment-mariadb', 'snowflake-pg', 'redis', 'next-id-pg', 'next-id-mariadb', 'tickets'];
 /** How long a worker may hold what it leased: a pause longer than this is a pause past the lease. */
 const LEASE_MS = 3_000;
 
@@ -62,7 +65,7 @@ export async function runChaos(o: { seed: number; seconds: number; log?: (line: 
   const log = o.log ?? (() => undefined);
   const schedule = scheduleFor(o.seed, o.seconds);
   const dir = mkdtempSync(path.join(tmpdir(), `idlease-chaos-${o.seed}-`));
-  const [pg, maria, redis] = await Promise.all([
+  const [pg, maria, redis, ...ticketServers] = await Promise.all([
     startPostgres(),
     // next_id() on MariaDB needs its ticker (the event scheduler) and a ROW binary log.
     startMariadb([
@@ -73,6 +76,8 @@ export async function runChaos(o: { seed: number; seconds: number; log?: (line: 
       '--binlog-format=ROW',
     ]),
     startRedis('none'),
+    // Three ticket servers: increment 3, offsets 1, 2, 3.
+    ...[1, 2, 3].map((i) => startMariadb([`--server-id=${50 + i}`])),
   ]);
   const urls = { pg: pg.url, mariadb: maria.url };
   const admin = {
@@ -92,8 +97,16 @@ export async function runChaos(o: { seed: number; seconds: number; log?: (line: 
       await attachNextId(db, { table: 'chaos_ids' });
     }
     await addTag(admin.pg, { tag: 'chaos-redis', step: 50 });
+    for (const [i, t] of ticketServers.entries()) {
+      const knex = connect(t.url, { poolMax: 1 });
+      try {
+        await migrate(knex, { segments: false, tickets: { increment: 3, offset: i + 1 } });
+      } finally {
+        await knex.destroy();
+      }
+    }
 
-    const start = (kind: Kind): Worker => {
+    const start = (kind: Kind, clock?: ClockStep): Worker => {
       const name = `${kind}-${generation++}`;
       const wdir = path.join(dir, kind);
       mkdirSync(wdir, { recursive: true }); // the HA workers of a kind share its stop file (wdir/stop)
@@ -114,21 +127,39 @@ export async function runChaos(o: { seed: number; seconds: number; log?: (line: 
         file = w.out;
         exited = w.exit;
       } else {
+        // A worker with a stepped wall clock (clock-shift) runs under the clock-step library.
+        const launch: Launch = clock
+          ? (command, args, options) => spawn(command, args, { ...options, env: { ...process.env, ...clock.env } })
+          : spawn;
         const w =
           kind === 'snowflake-pg'
-            ? startHaProcess(SNOWFLAKE_WORKER, name, wdir, { url: urls.pg, leaseTtlMs: LEASE_MS, maxLeadMs: 500, waitTimeoutMs: 1_000 })
-            : kind === 'next-id-pg' || kind === 'next-id-mariadb'
-              ? startHaProcess(NEXT_ID_WORKER, name, wdir, { url: kind === 'next-id-pg' ? urls.pg : urls.mariadb, table: 'chaos_ids' })
-              : startHaWorker(name, wdir, {
-                  url: kind === 'segment-pg' ? urls.pg : urls.mariadb,
-                  tag: 'chaos',
-                  maxStep: 100_000,
-                  targetLeaseMs: 1_000,
-                  connectTimeoutMs: 1_000,
-                  waitTimeoutMs: 3_000,
-                  statementTimeoutMs: 2_000,
-                  pauseMs: 1,
-                });
+            ? startHaProcess(
+                SNOWFLAKE_WORKER,
+                name,
+                wdir,
+                { url: urls.pg, leaseTtlMs: LEASE_MS, maxLeadMs: 500, waitTimeoutMs: 1_000 },
+                launch,
+              )
+            : kind === 'tickets'
+              ? startHaProcess(TICKET_WORKER, name, wdir, {
+                  urls: ticketServers.map((t) => t.url),
+                  callers: 2,
+                  statementTimeoutMs: 1_000,
+                  timeoutMs: 3_000,
+                  backoffMaxMs: 1_000,
+                })
+              : kind === 'next-id-pg' || kind === 'next-id-mariadb'
+                ? startHaProcess(NEXT_ID_WORKER, name, wdir, { url: kind === 'next-id-pg' ? urls.pg : urls.mariadb, table: 'chaos_ids' })
+                : startHaWorker(name, wdir, {
+                    url: kind === 'segment-pg' ? urls.pg : urls.mariadb,
+                    tag: 'chaos',
+                    maxStep: 100_000,
+                    targetLeaseMs: 1_000,
+                    connectTimeoutMs: 1_000,
+                    waitTimeoutMs: 3_000,
+                    statementTimeoutMs: 2_000,
+                    pauseMs: 1,
+                  });
         ({ child } = w);
         file = path.join(wdir, `${name}.bin`);
         exited = w.done.catch(() => undefined);
@@ -181,8 +212,24 @@ export async function runChaos(o: { seed: number; seconds: number; log?: (line: 
           w.child.kill('SIGCONT');
           return;
         }
+        case 'clock-shift': {
+          // A snowflake process whose wall clock is 3 s ahead or behind, set right again later (a
+          // step back on a live process: it must wait or fail, typed, never repeat).
+          const old = pickOf([...live].filter((w) => w.kind === 'snowflake-pg'));
+          if (old !== undefined) {
+            old.child.kill('SIGKILL');
+            live.delete(old);
+          }
+          const clock = clockStep();
+          clock.set(f.pick % 2 === 0 ? 3_000 : -3_000);
+          start('snowflake-pg', clock);
+          ends.push(f.atMs + LEASE_MS + f.forMs);
+          await sleep(LEASE_MS + f.forMs);
+          clock.set(0);
+          return;
+        }
         case 'kill-server': {
-          const server = pickOf([pg, maria]);
+          const server = pickOf([pg, maria, ...ticketServers]);
           ends.push(f.atMs + f.forMs);
           await server.kill();
           await sleep(f.forMs);
@@ -258,7 +305,7 @@ export async function runChaos(o: { seed: number; seconds: number; log?: (line: 
     for (const w of live) w.child.kill('SIGKILL');
     const streams = workers.map((w) => {
       try {
-        return readStream(w.kind, w.name, w.file);
+        return readStream(w.kind, w.name, w.file, w.kind !== 'tickets');
       } catch {
         return readStream(w.kind, w.name, '/dev/null');
       }
@@ -278,7 +325,7 @@ export async function runChaos(o: { seed: number; seconds: number; log?: (line: 
     for (const t of timers) clearTimeout(t);
     for (const w of live) w.child.kill('SIGKILL');
     await Promise.allSettled([admin.pg.destroy(), admin.mariadb.destroy()]);
-    await Promise.allSettled([pg.destroy(), maria.destroy(), redis.destroy()]);
+    await Promise.allSettled([pg.destroy(), maria.destroy(), redis.destroy(), ...ticketServers.map((t) => t.destroy())]);
     rmSync(dir, { recursive: true, force: true });
   }
 }

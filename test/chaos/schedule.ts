@@ -13,6 +13,7 @@ export const FAULT_KINDS = [
   'redis-restart', // SIGKILL redis-server (no persistence) and start it again
   'set-step', // an admin command beside the allocators: the tag's step changed
   'bump', // an admin command: the tag's row bumped past what was leased
+  'clock-shift', // a snowflake worker restarted with its wall clock ±3 s off, stepped back later
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
