@@ -186,3 +186,54 @@ it('wrong tokens from 40,000 addresses cost the server no more CPU per request t
     await guarded.stop();
   }
 }, 300_000);
+
+it('a wrong token takes as long on a tag that exists as on one that does not (the token is checked before the tag is looked up)', async () => {
+  const guarded = await startServe(db.url, [], { IDLEASE_TOKEN: 'abuse-test-token-0123456789abcdef' });
+  try {
+    const port = Number(new URL(guarded.url).port);
+    // A long wrong token makes each digest of it cost ~10 µs: one more or less shows.
+    const wrong = 'x'.repeat(7_900);
+    const requestFor = (tag: string) =>
+      `GET /api/segment/get/${tag} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${wrong}\r\n\r\n`;
+    const socket = await new Promise<net.Socket>((resolve, reject) => {
+      const s = net.connect({ port, host: '127.0.0.1', localAddress: '127.0.0.77' }, () => resolve(s));
+      s.on('error', reject);
+    });
+    let pending: ((status: number) => void) | undefined;
+    socket.on('data', (d: Buffer) => {
+      // One answer per request, each in one chunk on loopback (a short JSON body).
+      const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(d.toString('latin1'))?.[1] ?? 0);
+      pending?.(status);
+    });
+    const timed = async (request: string): Promise<{ status: number; us: number }> => {
+      const t0 = process.hrtime.bigint();
+      const status = await new Promise<number>((resolve) => {
+        pending = resolve;
+        socket.write(request);
+      });
+      return { status, us: Number(process.hrtime.bigint() - t0) / 1000 };
+    };
+    const exists = requestFor('order');
+    const missing = requestFor('no_such_tag');
+    for (let i = 0; i < 500; i++) await timed(i % 2 ? exists : missing); // warm-up
+    // Pairs in alternating order: the median of their differences cancels what drifts.
+    const differences: number[] = [];
+    const statuses = new Set<number>();
+    for (let i = 0; i < 4_000; i++) {
+      const [a, b] = i % 2 ? [exists, missing] : [missing, exists];
+      const first = await timed(a);
+      const second = await timed(b);
+      statuses.add(first.status).add(second.status);
+      const [onExisting, onMissing] = a === exists ? [first, second] : [second, first];
+      differences.push(onExisting.us - onMissing.us);
+    }
+    socket.destroy();
+    differences.sort((x, y) => x - y);
+    const median = differences[differences.length >> 1]!;
+    console.log(`wrong 7.9 KB token, existing minus missing tag: median ${median.toFixed(1)} µs over ${differences.length} pairs`);
+    expect([...statuses]).toEqual([429]);
+    expect(Math.abs(median)).toBeLessThan(4);
+  } finally {
+    await guarded.stop();
+  }
+}, 120_000);
