@@ -42,7 +42,7 @@ const segmentNext: Handler = async (d, { res, params }) => {
 };
 
 const snowflakeNext: Handler = async (d, { res }) => {
-  sendText(res, String(await (await d.allocators.snowflakeAllocator()).next()));
+  sendText(res, String(await d.allocators.nextSnowflake()));
 };
 
 const segmentIds: Handler = async (d, { req, res, params, query, credential }) => {
@@ -59,6 +59,7 @@ const segmentIds: Handler = async (d, { req, res, params, query, credential }) =
   }
   const allocator = await d.allocators.tags.allocatorFor(tag);
   await d.turn(req, n);
+  res.setHeader('cache-control', 'no-store'); // IDs: never from a cache (http.ts sendText)
   sendIds(res, await allocator.nextBatch(n));
 };
 
@@ -80,6 +81,7 @@ const segmentLease: Handler = async (d, { res, params, query }) => {
   if (r.kind === 'full')
     throw new IdleaseError('EXHAUSTED', `Tag ${JSON.stringify(tag)} cannot lease ${step} more IDs below 2^63−1 (max_id ${r.maxId}).`);
   d.allocators.tags.countRemoteLease(tag, step);
+  res.setHeader('cache-control', 'no-store');
   sendJson(res, 200, { start: (r.end - BigInt(step) + 1n).toString(), end: r.end.toString() });
 };
 
@@ -91,6 +93,7 @@ const redisIds: Handler = async (d, { req, res, params, query }) => {
   const n = intParam(query, 'n', 1, d.maxBatch);
   const sequence = await d.allocators.sequenceFor(params.tag!);
   await d.turn(req, n);
+  res.setHeader('cache-control', 'no-store');
   sendIds(res, await sequence.nextBatch(n));
 };
 

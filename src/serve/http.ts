@@ -8,8 +8,9 @@ import type { AddressInfo, Server } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { IdleaseError } from '../errors.js';
 
+/** One ID as text. No answer carrying IDs may be cached: a cache between client and server would hand the same ID out again. */
 export function sendText(res: http.ServerResponse, body: string): void {
-  res.writeHead(200, { 'content-type': 'text/plain', 'content-length': body.length });
+  res.writeHead(200, { 'content-type': 'text/plain', 'content-length': body.length, 'cache-control': 'no-store' });
   res.end(body);
 }
 
