@@ -93,6 +93,13 @@ export interface Auth {
 
 const digest = (s: string): Buffer => createHash('sha256').update(s).digest();
 
+/** The refusal of a missing or wrong token: made once (its stack is never shown), so refusing costs no Error per request. */
+export const UNAUTHORIZED = new HttpError(
+  401,
+  'UNAUTHORIZED',
+  'Send Authorization: Bearer <token> (the token the server was started with).',
+);
+
 /** The credentials of `Authorization: Bearer <token>`, the scheme in any case. */
 function bearerOf(req: http.IncomingMessage): string | undefined {
   const h = req.headers.authorization;
@@ -244,7 +251,7 @@ export function createAuth(o: AuthOptions): Auth {
     }
     failuresCounter?.inc({ result: 'unauthorized' });
     o.log?.('auth-failed', { client: key, inWindow: f.count }, `a request from ${key} carried a wrong token`);
-    throw new HttpError(401, 'UNAUTHORIZED', 'Send Authorization: Bearer <token> (the token the server was started with).');
+    throw UNAUTHORIZED;
   }
 
   return {
@@ -274,7 +281,7 @@ export function createAuth(o: AuthOptions): Auth {
       // /metrics is the 'metrics' access: the token whenever one is set (tag names, rates and a render's cost are not for anyone).
       if (access === 'open' || opens(credential)) return;
       if (credential === 'wrong') refuseWrong(req);
-      throw new HttpError(401, 'UNAUTHORIZED', 'Send Authorization: Bearer <token> (the token the server was started with).');
+      throw UNAUTHORIZED;
     },
   };
 }

@@ -32,7 +32,7 @@ export interface HandlerDeps {
   /** /readyz's status and body (`full`: the caller may see the details). */
   readiness(full: boolean): Promise<{ status: number; body: unknown }>;
   /** /metrics's body and content type. */
-  metrics(): Promise<{ body: string; contentType: string }>;
+  metrics(): Promise<{ body: Buffer; contentType: string }>;
 }
 
 type Handler = (d: HandlerDeps, ctx: RouteContext) => Promise<void>;
@@ -111,7 +111,7 @@ const readyz: Handler = async (d, { req, res, credential }) => {
 
 const metrics: Handler = async (d, { res }) => {
   const { body, contentType } = await d.metrics();
-  res.writeHead(200, { 'content-type': contentType, 'content-length': Buffer.byteLength(body) });
+  res.writeHead(200, { 'content-type': contentType, 'content-length': body.length });
   res.end(body);
 };
 

@@ -20,7 +20,7 @@ import { createKnexSegmentStore } from '../segment/store.js';
 import type { SegmentAllocator } from '../segment/types.js';
 import { shellWord } from '../shell.js';
 import { ServeAllocators } from './allocators.js';
-import { createAuth, type Credential } from './auth.js';
+import { createAuth, UNAUTHORIZED, type Credential } from './auth.js';
 import { createBatchQueue, DEFAULT_MAX_QUEUED_IDS } from './batch-queue.js';
 import { createConnectionLimiter } from './connections.js';
 import { createConnectionGuard, rateLimitedLog } from './guard.js';
@@ -158,9 +158,10 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
     help: 'Renders of /metrics (at most one a second, shared by every scraper)',
     registers: [registry],
   });
+  // Kept as bytes: each scrape of a 9 MB render would otherwise encode the string again (and measure it first).
   const metricsText = singleFlightCache(async () => {
     renders.inc();
-    return registry.metrics();
+    return Buffer.from(await registry.metrics());
   });
 
   const table = new RouteTable(
@@ -207,6 +208,19 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
     }
     // Authenticate first, on every route: the same work whatever the token, route or tag (auth.ts).
     const credential = auth.credentialOf(req);
+    // An anonymous scrape of /metrics is refused here, ahead of the router and of any promise:
+    // 16 such scrapers flooding it took an operator's own scrape at 5,000 tags from 59 to 264 ms.
+    if (
+      credential === 'none' &&
+      auth.required &&
+      url === '/metrics' &&
+      (req.method === 'GET' || req.method === 'HEAD') &&
+      auth.hostAllowed(req)
+    ) {
+      respondError(req, res, UNAUTHORIZED);
+      done();
+      return;
+    }
     // The hot route without the router: a served tag spelled plainly, no query string. The tag is
     // looked up only once the token has opened the route, so a wrong token cannot time which tags exist.
     if (url.startsWith(LEAF_PREFIX) && req.method === 'GET' && !closing && PLAIN_TAG.test(url.slice(LEAF_PREFIX.length))) {

@@ -237,3 +237,41 @@ it('a wrong token takes as long on a tag that exists as on one that does not (th
     await guarded.stop();
   }
 }, 120_000);
+
+it('an anonymous /metrics is refused at the cost of a /healthz answer (within 1.3×): a flood of them takes no more from the server than health checks', async () => {
+  const token = 'abuse-test-token-0123456789abcdef';
+  const guarded = await startServe(db.url, [], { IDLEASE_TOKEN: token });
+  try {
+    const pid = guarded.child.pid!;
+    const agents = Array.from({ length: 16 }, () => new http.Agent({ keepAlive: true, maxSockets: 1 }));
+    /** Server CPU ticks for `count` requests of `path`, from 16 keep-alive clients as fast as they are answered. */
+    const chunk = async (path: string, expected: number, count: number): Promise<number> => {
+      const t0 = cpuTicks(pid);
+      let next = 0;
+      await Promise.all(
+        agents.map(async (agent) => {
+          while (next++ < count) expect(await status(`${guarded.url}${path}`, { agent })).toBe(expected);
+        }),
+      );
+      return cpuTicks(pid) - t0;
+    };
+    await chunk('/healthz', 200, 5_000);
+    await chunk('/metrics', 401, 5_000); // warm-up
+    // Alternating chunks, so both see the same machine.
+    let health = 0;
+    let refused = 0;
+    for (let j = 0; j < 4; j++) {
+      health += await chunk('/healthz', 200, 10_000);
+      refused += await chunk('/metrics', 401, 10_000);
+    }
+    for (const a of agents) a.destroy();
+    console.log(
+      `server CPU ticks for 40,000 answers: /healthz ${health}, anonymous /metrics refused ${refused}: ${(refused / health).toFixed(2)}×`,
+    );
+    // The operator's own scrape still answers.
+    expect((await fetch(`${guarded.url}/metrics`, { headers: { authorization: `Bearer ${token}` } })).status).toBe(200);
+    expect(refused / health).toBeLessThanOrEqual(1.3);
+  } finally {
+    await guarded.stop();
+  }
+}, 300_000);
