@@ -206,3 +206,14 @@ it('--allow-create without a token is refused at start (BAD_CONFIG), in the libr
   expect(cli.code).toBe(2);
   expect(cli.stderr).toMatch(/^idlease: BAD_CONFIG: --allow-create .*no token/);
 });
+
+it('--trust-proxy takes addresses only: a name or a typo is refused at start (BAD_CONFIG), not silently trusting nobody', async () => {
+  for (const bad of ['proxy.internal', '10.0.0.256', ''])
+    await expect(serve({ trustProxy: [bad] })).rejects.toMatchObject({
+      code: 'BAD_CONFIG',
+      message: expect.stringContaining('--trust-proxy'),
+    });
+  const cli = await runCli(['--url', db.url, 'serve', '--port', '0', '--trust-proxy', 'lb.example'], { env: { IDLEASE_TOKEN: TOKEN } });
+  expect(cli.code).toBe(2);
+  expect(cli.stderr).toMatch(/^idlease: BAD_CONFIG: --trust-proxy takes the IP addresses/);
+});
