@@ -13,6 +13,8 @@ const ALONE = [
   'test/integration/next-id-crash.test.ts',
   // npm pack, npm install and tsc in a temp app: minutes of CPU.
   'test/package/**/*.test.ts',
+  // The seeded fault schedule over every mechanism (test/chaos/run.ts): servers killed and frozen.
+  'test/chaos/**/*.test.ts',
 ];
 
 // Failovers of private servers (behind a router, between replicas, in a Galera cluster), a
@@ -23,6 +25,7 @@ const ALONE = [
 // files in a group of their own, after every other group.)
 const FAILOVERS = [
   'test/ha/patroni.test.ts',
+  'test/ha/patroni-next-id.test.ts',
   'test/ha/pg-replication.test.ts',
   'test/ha/mariadb-replication.test.ts',
   'test/ha/next-id-mariadb-failover.test.ts',

@@ -7,7 +7,7 @@ import { embeddedKnexConfig, type EmbeddedConnection } from './embedded/client.j
 import { DEFAULT_LOCK_TIMEOUT_MS } from './embedded/lock.js';
 import { tlsFallbackFor, withTlsFallback } from './drivers/tls-fallback.js';
 import { IdleaseError } from './errors.js';
-import { DEFAULT_PGLITE_DIR, pgliteTarget, redact, refuseStrayAt } from './urls.js';
+import { DEFAULT_PGLITE_DIR, pgliteTarget, readDatabaseUrl, redact } from './urls.js';
 
 export { DEFAULT_PGLITE_DIR, pgliteTarget, redact };
 
@@ -116,33 +116,10 @@ function driverConfig(url: string | undefined, options: ConnectOptions): Knex.Co
       `keepAliveMs must be a whole number of ms ≥ 0 (0 turns keepalive off), got ${String(keepAliveMs)}.`,
     );
   }
-  if (url === '') {
-    throw new IdleaseError(
-      'BAD_CONFIG',
-      'The database URL is empty. Give mysql://…, postgres://… or pglite:<dir>, or pass no URL for the embedded PGlite in ./.idlease/.',
-    );
-  }
-  // Before any driver reads it: a driver would connect to a piece of the password and quote it.
-  if (url !== undefined) refuseStrayAt(url);
-  const embedded = pgliteTarget(url);
-  if (embedded) return embeddedConfig({ dir: embedded.dir, lockTimeoutMs: options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS });
-  const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(url as string)?.[1]?.toLowerCase();
+  const target = readDatabaseUrl(url);
+  if (target.kind === 'pglite') return embeddedConfig({ dir: target.dir, lockTimeoutMs: options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS });
   const extras = { poolMax, keepAliveMs, connectTimeoutMs: options.connectTimeoutMs };
-  switch (scheme) {
-    case 'mysql':
-    case 'mariadb':
-      return mysqlConfig(url as string, extras);
-    case 'postgres':
-    case 'postgresql':
-      return postgresConfig(url as string, extras);
-    default:
-      throw new IdleaseError(
-        'BAD_CONFIG',
-        scheme === undefined
-          ? `Cannot parse database URL ${redact(url as string)}. Use mysql://user:pass@host:3306/db, postgres://user@host:5432/db or pglite:<dir>.`
-          : `Unsupported database URL scheme "${scheme}:". Use mysql://, mariadb://, postgres:// or pglite:<dir>.`,
-      );
-  }
+  return target.kind === 'mysql' ? mysqlConfig(target.url, extras) : postgresConfig(target.url, extras);
 }
 
 interface DriverExtras {

@@ -24,6 +24,7 @@ export {
   type SegmentAllocatorOptions,
   type SegmentAllocator,
   type SegmentStats,
+  type IdRange,
   type SegmentEvent,
   type SegmentStore,
   type SegmentLeaseResult,

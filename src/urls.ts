@@ -1,7 +1,14 @@
 /**
- * What a database URL names, without loading knex or a driver: the CLI reads these before it
- * knows whether it needs either (`idlease next` on the embedded default loads neither).
+ * Every URL idlease is given — a database URL, a Redis URL, a Redis Cluster URL — is read here,
+ * once, by the grammar the drivers read it with (WHATWG `URL`: pg-connection-string, mysql2's
+ * `uri` and node-redis all use it), and refused here before any driver sees it when a driver would
+ * read it otherwise than as typed: a password typed unencoded (a stray `@`, `/`, `?`, `#`), a `%`
+ * that starts no escape (the drivers' decodeURIComponent threw `URI malformed`, INTERNAL, or a
+ * trusting server let the connection through). Every message shows the URL redacted. connect(),
+ * the CLI and serve call these; nothing else parses a URL's scheme or credentials. No knex or
+ * driver is loaded (`idlease next` on the embedded default loads neither).
  */
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { IdleaseError } from './errors.js';
 
@@ -93,4 +100,205 @@ export function redact(url: string): string {
   if (parsed.password !== '') parsed.password = '***';
   for (const key of [...parsed.searchParams.keys()]) if (SECRET_PARAMS.test(key)) parsed.searchParams.set(key, '***');
   return parsed.toString();
+}
+
+/**
+ * A `%` that starts no escape (`%zz`, a lone `%`) or escapes that decode to no text: the drivers
+ * decode the user, password and database with decodeURIComponent and threw `URI malformed`.
+ */
+function refuseBadEscapes(url: string, what: string): void {
+  if (/^pglite:/i.test(url)) return;
+  try {
+    decodeURIComponent(url);
+  } catch {
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      `The ${what} ${redact(url)} holds a % that starts no percent-escape (in its user, password, database or parameters): ` +
+        'percent-encode % itself as %25 (e.g. node -p "encodeURIComponent(process.argv[1])" \'<password>\').',
+    );
+  }
+}
+
+const SCHEMES: Readonly<Record<string, 'postgres' | 'mysql' | 'pglite'>> = {
+  postgres: 'postgres',
+  postgresql: 'postgres',
+  mysql: 'mysql',
+  mariadb: 'mysql',
+  pglite: 'pglite',
+};
+
+function schemeOf(url: string): string | undefined {
+  return /^([a-z][a-z0-9+.-]*):/i.exec(url)?.[1]?.toLowerCase();
+}
+
+/** The engine a database URL names by its scheme, undefined for none we know (no checks: readDatabaseUrl refuses). */
+export function urlKind(url: string | undefined): 'postgres' | 'mysql' | 'pglite' | undefined {
+  if (url === undefined) return 'pglite';
+  const scheme = schemeOf(url);
+  return scheme === undefined ? undefined : SCHEMES[scheme];
+}
+
+export type DatabaseUrl =
+  | { readonly kind: 'pglite'; readonly dir: string | undefined }
+  | { readonly kind: 'postgres' | 'mysql'; readonly url: string; readonly parsed: URL };
+
+/**
+ * The one reading of a database URL: PGlite's directory, or a server URL checked before any
+ * driver reads it (see the file's comment). undefined → the embedded default.
+ */
+export function readDatabaseUrl(url: string | undefined): DatabaseUrl {
+  if (url === '') {
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      'The database URL is empty. Give mysql://…, postgres://… or pglite:<dir>, or pass no URL for the embedded PGlite in ./.idlease/.',
+    );
+  }
+  const embedded = pgliteTarget(url);
+  if (embedded) return { kind: 'pglite', dir: embedded.dir };
+  const text = url as string;
+  const scheme = schemeOf(text);
+  const kind = urlKind(text);
+  if (kind === undefined || kind === 'pglite') {
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      scheme === undefined
+        ? `Cannot parse database URL ${redact(text)}. Use mysql://user:pass@host:3306/db, postgres://user@host:5432/db or pglite:<dir>.`
+        : `Unsupported database URL scheme "${scheme}:". Use mysql://, mariadb://, postgres:// or pglite:<dir>.`,
+    );
+  }
+  // Before any driver reads it: a driver would connect to a piece of the password and quote it.
+  refuseStrayAt(text);
+  refuseBadEscapes(text, 'database URL');
+  let parsed: URL;
+  try {
+    parsed = new URL(text);
+  } catch {
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      `Cannot parse database URL ${redact(text)}. Use mysql://user:pass@host:3306/db or postgres://user@host:5432/db; percent-encode @ : / % in a password.`,
+    );
+  }
+  return { kind, url: text, parsed };
+}
+
+/**
+ * A server URL must name a database. MySQL: without one every statement fails with "No database
+ * selected" (idlease's tables live in a database, there is no search path to fall back on).
+ * PostgreSQL: pg (like libpq) would connect to the database named like the user — `postgres`,
+ * the maintenance database, for most URLs — and `migrate` would put idlease's tables there.
+ */
+export function refuseNoDatabase(target: DatabaseUrl): void {
+  if (target.kind === 'pglite' || target.parsed.pathname.replace(/^\/+/, '') !== '') return;
+  if (target.kind === 'postgres' && (target.parsed.searchParams.has('dbname') || target.parsed.searchParams.has('database'))) return;
+  const example = new URL(target.parsed.href);
+  example.pathname = '/app';
+  const why =
+    target.kind === 'postgres' ? ' (PostgreSQL would use the one named like the user, often the maintenance database postgres)' : '';
+  throw new IdleaseError(
+    'BAD_CONFIG',
+    `${redact(target.url)} names no database${why}: add one to the URL, e.g. ${redact(example.href)} (create it first: CREATE DATABASE app).`,
+  );
+}
+
+export interface RedisTarget {
+  readonly cluster: boolean;
+  /** One node URL per seed (the password included): node-redis reads each. */
+  readonly nodes: readonly string[];
+  readonly tls: boolean;
+  readonly username?: string;
+  readonly password?: string;
+  readonly ca?: string;
+}
+
+/**
+ * `redis[s]://…`: one server (TLS checked against `?ca=` when given, else the system's CAs).
+ * `redis[s]+cluster://[user:password@]host1:port1,host2:port2[?ca=…]`: the seed nodes of a Redis
+ * Cluster (one is enough; the client discovers the rest from it); a cluster has database 0 only.
+ * Messages name nodes by position, never by text: what precedes a misplaced `@` may be password.
+ */
+export function parseRedisTarget(url: string): RedisTarget {
+  const m = /^(rediss?)(\+cluster)?:\/\/(.+)$/i.exec(url);
+  if (!m)
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      `${redact(url)} is not a Redis URL: give redis://host:6379 (rediss:// for TLS, redis+cluster://h1:p1,h2:p2 for a Redis Cluster) with --redis-url, --redis-url-file or $IDLEASE_REDIS_URL.`,
+    );
+  refuseStrayAt(url, 'Redis URL');
+  refuseBadEscapes(url, 'Redis URL');
+  const scheme = m[1]!.toLowerCase();
+  if (m[2] === undefined) {
+    const { url: one, ca } = redisTls(url);
+    return { cluster: false, nodes: [one], tls: scheme === 'rediss', ...(ca === undefined ? {} : { ca }) };
+  }
+  const rest = m[3]!;
+  // The user and password end at the last @: no host or port holds one.
+  const at = rest.lastIndexOf('@');
+  const userinfo = at < 0 ? '' : rest.slice(0, at + 1);
+  const afterAuth = rest.slice(at + 1);
+  const end = afterAuth.search(/[/?]|$/);
+  const hosts = afterAuth.slice(0, end).split(',');
+  const tail = afterAuth.slice(end);
+  const bad = (why: string) =>
+    new IdleaseError(
+      'BAD_CONFIG',
+      `${redact(url)}: ${why}. A Redis Cluster URL is ${scheme}+cluster://[:password@]host1:port1,host2:port2 (any of its nodes; ?ca=file for TLS); percent-encode @ : / ? # % in a password.`,
+    );
+  if (/[/?#]/.test(userinfo)) throw bad('its password holds / ? or # unencoded');
+  const path = tail.replace(/\?.*$/, '');
+  if (path !== '' && path !== '/' && path !== '/0') throw bad('a Redis Cluster has database 0 only');
+  if (hosts.some((h) => h === '')) throw bad('an empty host');
+  const query = tail.includes('?') ? tail.slice(tail.indexOf('?')) : '';
+  const nodes: string[] = [];
+  let ca: string | undefined;
+  let username: string | undefined;
+  let password: string | undefined;
+  for (const [i, h] of hosts.entries()) {
+    let parsed: URL;
+    try {
+      parsed = new URL(`${scheme}://${userinfo}${h}${query}`);
+    } catch {
+      throw bad(`cannot parse node ${i + 1} of ${hosts.length}`);
+    }
+    if (parsed.port === '') throw bad(`node ${i + 1} of ${hosts.length} has no port`);
+    const one = redisTls(parsed.toString());
+    ca = one.ca;
+    const u = new URL(one.url);
+    username = u.username === '' ? undefined : decodeURIComponent(u.username);
+    password = u.password === '' ? undefined : decodeURIComponent(u.password);
+    nodes.push(one.url);
+  }
+  return {
+    cluster: true,
+    nodes,
+    tls: scheme === 'rediss',
+    ...(username === undefined ? {} : { username }),
+    ...(password === undefined ? {} : { password }),
+    ...(ca === undefined ? {} : { ca }),
+  };
+}
+
+/**
+ * `rediss://host:port?ca=/path/ca.pem`: TLS checked against that CA (the host name too); without
+ * `ca`, against the system's CAs. node-redis reads the rest of the URL itself.
+ */
+export function redisTls(url: string): { url: string; ca?: string } {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      `Cannot parse the Redis URL ${redact(url)}. Use redis://[:password@]host:6379 or rediss://… for TLS; percent-encode @ : / ? # % in a password.`,
+    );
+  }
+  const file = parsed.searchParams.get('ca') ?? undefined;
+  if (file === undefined) return { url };
+  if (parsed.protocol !== 'rediss:')
+    throw new IdleaseError('BAD_CONFIG', `?ca= is for TLS: use rediss:// instead of ${parsed.protocol}// in ${redact(url)}.`);
+  parsed.searchParams.delete('ca');
+  try {
+    return { url: parsed.toString(), ca: readFileSync(file, 'utf8') };
+  } catch (cause) {
+    throw new IdleaseError('BAD_CONFIG', `Cannot read the CA ${file} named in the Redis URL: ${(cause as Error).message}.`, { cause });
+  }
 }

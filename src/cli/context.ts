@@ -5,7 +5,7 @@ import type { PGlite } from '@electric-sql/pglite';
 import type { ConnectedKnex } from '../connect.js';
 // knex, knex-pglite and the drivers are imported where a command opens its database, not here:
 // `idlease next` on the embedded default runs on PGlite alone (withPGlite) and never loads them.
-import { DEFAULT_PGLITE_DIR, pgliteTarget, redact, refuseStrayAt } from '../urls.js';
+import { DEFAULT_PGLITE_DIR, pgliteTarget, readDatabaseUrl, redact, refuseNoDatabase, urlKind } from '../urls.js';
 import { preloadedPGlite } from '../embedded/preload.js';
 import { openEmbedded } from '../embedded/open.js';
 import { acquireDirectoryLock, DEFAULT_LOCK_TIMEOUT_MS, type DirectoryLock, type LockHolder } from '../embedded/lock.js';
@@ -14,7 +14,6 @@ import { knexExecutor, type KnexLike } from '../drivers/knex.js';
 import { IdleaseError } from '../errors.js';
 import { shellWord } from '../shell.js';
 import { settlesWithin } from '../runtime/deadline.js';
-import { refusePostgresWithoutDatabase } from './url-database.js';
 import { isForeignProtocolAnswer, postgresAnswersAt, wrongServerMessage } from './wrong-server.js';
 
 export interface GlobalOptions {
@@ -39,11 +38,8 @@ export function globals(cmd: Command): GlobalOptions {
 
 /** A knex handle for a CLI command: knex's own log lines (stack traces included) only with --verbose. */
 export async function openDatabase(cmd: Command, url: string | undefined, poolMax?: number): Promise<ConnectedKnex> {
-  if (url !== undefined) {
-    refuseStrayAt(url);
-    refuseMysqlWithoutDatabase(url);
-    refusePostgresWithoutDatabase(url);
-  } else refuseSecondDefault(cmd, DEFAULT_PGLITE_DIR);
+  if (url !== undefined) refuseNoDatabase(readDatabaseUrl(url));
+  else refuseSecondDefault(cmd, DEFAULT_PGLITE_DIR);
   const dir = pgliteTarget(url)?.dir;
   if (dir !== undefined && !existsSync(path.join(dir, 'PG_VERSION'))) announceNewDatabase(cmd, dir);
   const { connect } = await import('../connect.js');
@@ -77,26 +73,6 @@ export function refuseSecondDefault(cmd: Command, dir: string, cwd = process.cwd
     'BAD_CONFIG',
     `There is no embedded database in ./${DEFAULT_PGLITE_DIR}/ here, but the project's is in ${theirs}/: a new one here would repeat its IDs. ` +
       `Run idlease from ${found}, or name it: --url ${shellWord(`pglite:${theirs}`)} (a new one here: --url pglite:${DEFAULT_PGLITE_DIR}).`,
-  );
-}
-
-/**
- * A MySQL URL must name a database: without one every statement fails with "No database
- * selected" (idlease's tables live in a database, there is no schema search path to fall back on).
- */
-export function refuseMysqlWithoutDatabase(url: string): void {
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    return; // connect() says what is wrong with it
-  }
-  if (!/^(mysql|mariadb):$/i.test(parsed.protocol) || parsed.pathname.replace(/^\/+/, '') !== '') return;
-  const example = new URL(parsed.href);
-  example.pathname = '/app';
-  throw new IdleaseError(
-    'BAD_CONFIG',
-    `${redact(url)} names no database: add one to the URL, e.g. ${redact(example.href)} (create it first: CREATE DATABASE app).`,
   );
 }
 
@@ -332,7 +308,7 @@ export async function refuseBadConnection(
     sniff?.cancel();
   }
   if (err === WRONG_SERVER) throw new IdleaseError('BAD_CONFIG', wrongServerMessage(target, 'mysql'));
-  if (err !== undefined && url !== undefined && /^postgres(ql)?:/i.test(url) && isForeignProtocolAnswer(err)) {
+  if (err !== undefined && url !== undefined && urlKind(url) === 'postgres' && isForeignProtocolAnswer(err)) {
     throw new IdleaseError('BAD_CONFIG', wrongServerMessage(target, 'postgres'), { cause: err });
   }
   const problem = connectionProblem(err);
@@ -353,8 +329,8 @@ const WRONG_SERVER = Symbol('wrong server');
 
 function mysqlAddress(url: string): { host: string; port: number } | undefined {
   try {
+    if (urlKind(url) !== 'mysql') return undefined;
     const u = new URL(url);
-    if (!/^(mysql|mariadb):$/i.test(u.protocol)) return undefined;
     return { host: u.hostname || '127.0.0.1', port: u.port ? Number(u.port) : 3306 };
   } catch {
     return undefined;

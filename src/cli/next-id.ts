@@ -218,7 +218,12 @@ Examples:
           lines.push(
             s.homeServerId === s.serverId
               ? `home: this server (server_id ${s.serverId})`
-              : `home: server_id ${s.homeServerId}; this server is ${s.serverId}: its IDs run ${s.failoverGapMs} ms ahead (the failover fence). Make it home: ${programName()} next-id attach <table>`,
+              : `home: server_id ${s.homeServerId}; this server is ${s.serverId}: inserts into attached columns fail here (idlease_next_id_not_home has run out) until it is home. ` +
+                  (s.readOnly
+                    ? 'It is read-only: it becomes home when promoted.'
+                    : s.tickerRuns
+                      ? 'Its ticker runs, so it makes itself home within a second.'
+                      : `Its ticker is ${s.ticker} here, so nothing makes it home by itself: ${programName()} next-id attach <table>`),
           );
         }
         print(self, lines, { ...s });

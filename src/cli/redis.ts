@@ -13,7 +13,7 @@ import { redisKeyName } from '../redis-sequence/keys.js';
 import { redisKeyStatus } from '../redis-sequence/status.js';
 import { createRedisSequence } from '../redis-sequence/sequence.js';
 import { beforeDeadline } from '../runtime/deadline.js';
-import { redact } from '../urls.js';
+import { parseRedisTarget, redact } from '../urls.js';
 import { positiveInt, print, waitMs, withKnex } from './context.js';
 
 interface StatusFlags extends RedisUrlFlags {
@@ -67,78 +67,6 @@ export const REDIS_URL_FILE_HELP =
   'read the Redis URL from this file (keeps its password out of the process list; trailing newline ignored)';
 
 /** A Redis URL, taken apart: one server, or the seed nodes of a Redis Cluster. */
-export interface RedisTarget {
-  readonly cluster: boolean;
-  /** One node URL per seed (the password included): node-redis reads each. */
-  readonly nodes: readonly string[];
-  readonly tls: boolean;
-  readonly username?: string;
-  readonly password?: string;
-  readonly ca?: string;
-}
-
-/**
- * `redis[s]://…`: one server (TLS checked against `?ca=` when given, else the system's CAs).
- * `redis[s]+cluster://[user:password@]host1:port1,host2:port2[?ca=…]`: the seed nodes of a Redis
- * Cluster (one is enough; the client discovers the rest from it); a cluster has database 0 only.
- */
-export function parseRedisTarget(url: string): RedisTarget {
-  const m = /^(rediss?)(\+cluster)?:\/\/(.+)$/i.exec(url);
-  if (!m)
-    throw new IdleaseError(
-      'BAD_CONFIG',
-      `${redact(url)} is not a Redis URL: give redis://host:6379 (rediss:// for TLS, redis+cluster://h1:p1,h2:p2 for a Redis Cluster) with --redis-url, --redis-url-file or $IDLEASE_REDIS_URL.`,
-    );
-  const scheme = m[1]!.toLowerCase();
-  if (m[2] === undefined) {
-    const { url: one, ca } = redisTls(url);
-    return { cluster: false, nodes: [one], tls: scheme === 'rediss', ...(ca === undefined ? {} : { ca }) };
-  }
-  const rest = m[3]!;
-  const at = rest.lastIndexOf('@', rest.search(/[/?]|$/));
-  const userinfo = at < 0 ? '' : rest.slice(0, at + 1);
-  const afterAuth = rest.slice(at + 1);
-  const end = afterAuth.search(/[/?]|$/);
-  const hosts = afterAuth.slice(0, end).split(',');
-  const tail = afterAuth.slice(end);
-  const bad = (why: string) =>
-    new IdleaseError(
-      'BAD_CONFIG',
-      `${redact(url)}: ${why}. A Redis Cluster URL is ${scheme}+cluster://[:password@]host1:port1,host2:port2 (any of its nodes; ?ca=file for TLS).`,
-    );
-  const path = tail.replace(/\?.*$/, '');
-  if (path !== '' && path !== '/' && path !== '/0') throw bad('a Redis Cluster has database 0 only');
-  if (hosts.some((h) => h === '')) throw bad('an empty host');
-  const query = tail.includes('?') ? tail.slice(tail.indexOf('?')) : '';
-  const nodes: string[] = [];
-  let ca: string | undefined;
-  let username: string | undefined;
-  let password: string | undefined;
-  for (const h of hosts) {
-    let parsed: URL;
-    try {
-      parsed = new URL(`${scheme}://${userinfo}${h}${query}`);
-    } catch {
-      throw bad(`cannot parse the node ${h}`);
-    }
-    if (parsed.port === '') throw bad(`the node ${h} has no port`);
-    const one = redisTls(parsed.toString());
-    ca = one.ca;
-    const u = new URL(one.url);
-    username = u.username === '' ? undefined : decodeURIComponent(u.username);
-    password = u.password === '' ? undefined : decodeURIComponent(u.password);
-    nodes.push(one.url);
-  }
-  return {
-    cluster: true,
-    nodes,
-    tls: scheme === 'rediss',
-    ...(username === undefined ? {} : { username }),
-    ...(password === undefined ? {} : { password }),
-    ...(ca === undefined ? {} : { ca }),
-  };
-}
-
 interface ClientLike {
   connect(): Promise<unknown>;
   destroy(): void;
@@ -232,32 +160,6 @@ export async function withRedis<T>(cmd: Command, url: string, use: (client: unkn
     return await use(client);
   } finally {
     client.destroy();
-  }
-}
-
-/**
- * `rediss://host:port?ca=/path/ca.pem`: TLS checked against that CA (the host name too); without
- * `ca`, against the system's CAs. node-redis reads the rest of the URL itself.
- */
-export function redisTls(url: string): { url: string; ca?: string } {
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    throw new IdleaseError(
-      'BAD_CONFIG',
-      `Cannot parse the Redis URL ${redact(url)}. Use redis://[:password@]host:6379 or rediss://… for TLS.`,
-    );
-  }
-  const file = parsed.searchParams.get('ca') ?? undefined;
-  if (file === undefined) return { url };
-  if (parsed.protocol !== 'rediss:')
-    throw new IdleaseError('BAD_CONFIG', `?ca= is for TLS: use rediss:// instead of ${parsed.protocol}// in ${redact(url)}.`);
-  parsed.searchParams.delete('ca');
-  try {
-    return { url: parsed.toString(), ca: readFileSync(file, 'utf8') };
-  } catch (cause) {
-    throw new IdleaseError('BAD_CONFIG', `Cannot read the CA ${file} named in the Redis URL: ${(cause as Error).message}.`, { cause });
   }
 }
 

@@ -61,8 +61,11 @@ const MYSQL: DialectSql = {
   textParam: '?',
   booleanLiteral: (value) => (value ? '1' : '0'),
   stringLiteral: (doubled) => `'${doubled.replace(/\\/g, '\\\\')}'`,
-  // NOW(3) is fixed for a whole statement on MariaDB; SYSDATE(3) is read each time.
-  clockMs: 'UNIX_TIMESTAMP(SYSDATE(3)) * 1000',
+  // UTC whatever the server's or the session's time zone: UNIX_TIMESTAMP(SYSDATE(3)) read the
+  // datetime in the session's zone, so across a DST fall-back the clock ran an hour ahead and
+  // then stood still for the repeated hour. UTC_TIMESTAMP is read per statement (each statement
+  // of a stored program too), and the difference of two datetimes involves no zone.
+  clockMs: "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) / 1000",
   now: 'NOW(3)',
   plusMsParam: (timestamp) => `${timestamp} + INTERVAL ? * 1000 MICROSECOND`,
   msParamTimestamp: 'FROM_UNIXTIME(? / 1000)',

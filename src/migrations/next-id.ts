@@ -7,8 +7,10 @@ import {
   MYSQL_NEXT_ID_FAILOVER_GAP_MS,
   mysqlNextIdAttached,
   mysqlNextIdDdl,
+  mysqlNextIdExpression,
   raiseMysqlNextIdSequence,
   readMysqlNextIdState,
+  rehomeMysqlNextId,
   setMysqlColumnDefault,
 } from '../dialects/next-id-mysql.js';
 import { knexExecutor } from '../drivers/knex.js';
@@ -181,6 +183,30 @@ function mysqlNextIdMigrations(opts: ResolvedNextId): IdleaseMigration[] {
         await checkMysqlNextIdServer(knexExecutor(knex));
         await refuseChangedInstall(knex, 'mysql', opts);
       },
+    },
+    {
+      // Version 2: the fence refuses off home and every promotion jumps once (rehome), instead of
+      // one shared +gap off home, which repeated IDs after two failovers in a row. The DDL is
+      // IF NOT EXISTS / CREATE OR REPLACE, so this brings a version-1 install to a fresh one's
+      // state (a no-op after the entry above); then every attached DEFAULT takes the new form.
+      name: 'next_id:v2',
+      async up(knex) {
+        const db = knexExecutor(knex);
+        await runAll(knex, ddl.up);
+        const before = await readMysqlNextIdState(db);
+        const here = Number((await db.run('SELECT @@GLOBAL.server_id', [])).rows[0]?.[0]);
+        await rehomeMysqlNextId(db);
+        const state = await readMysqlNextIdState(db);
+        if (state === undefined) return;
+        for (const a of await mysqlNextIdAttached(db)) {
+          if (!a.table.includes('.')) await setMysqlColumnDefault(db, a.table, a.column, mysqlNextIdExpression(state));
+        }
+        // Upgraded off home: version-1 DEFAULTs made IDs a gap ahead of the sequence until the
+        // line above rewrote them, past the rehome's jump: jump once more past those.
+        if (before !== undefined && before.homeServerId !== here) await raiseMysqlNextIdSequence(db, install, install.gapMs);
+      },
+      // Down: the entry above drops the objects.
+      async down() {},
     },
   ];
 }

@@ -31,7 +31,7 @@ export async function bumpNextId(db: KnexOrPool, options: BumpNextIdOptions): Pr
   if (!isPostgres(exec.flavor)) {
     throw new IdleaseError(
       'BAD_CONFIG',
-      'bumpNextId applies to PostgreSQL and PGlite; this database is MySQL/MariaDB, where next_id() needs no bump after a failover (the column DEFAULT carries the fence; docs/next-id.md).',
+      'bumpNextId applies to PostgreSQL and PGlite; this database is MySQL/MariaDB, where a promoted server is made home by its ticker or by next-id attach, which jumps its sequence past what the old primary can have issued (docs/next-id.md).',
     );
   }
   const schema = validateIdentifier(options.schema ?? 'public', 'schema');

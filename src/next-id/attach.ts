@@ -24,9 +24,8 @@ import {
   mysqlNextIdAttached,
   mysqlNextIdExpression,
   mysqlNextIdNow,
-  raiseMysqlNextIdSequence,
   readMysqlNextIdState,
-  recordMysqlNextIdHome,
+  rehomeMysqlNextId,
   setMysqlColumnDefault,
   type MysqlNextIdState,
 } from '../dialects/next-id-mysql.js';
@@ -73,9 +72,13 @@ export interface NextIdStatus {
    * idle (the next draw catches up); null when never drawn.
    */
   readonly lagMs: number | null;
-  /** MariaDB: @@server_id of the home server (IDs made elsewhere carry the failover fence) and of this one. */
+  /** MariaDB: @@GLOBAL.server_id of the home server (inserts elsewhere fail until it is made home) and of this one. */
   readonly homeServerId?: number;
   readonly serverId?: number;
+  /** MariaDB: this server's ticker event (ENABLED, DISABLED, SLAVESIDE_DISABLED: arrived by replication) and whether it can run now. */
+  readonly ticker?: string;
+  readonly tickerRuns?: boolean;
+  readonly readOnly?: boolean;
   /** MariaDB: the fence's gap, in ms. */
   readonly failoverGapMs?: number;
 }
@@ -117,6 +120,18 @@ async function requireMysqlInstall(db: SqlExecutor): Promise<MysqlNextIdState> {
       'No idlease next_id() in this database. Install it: migrate(knex, { segments: false, nextId: true }).',
       {
         cli: { message: 'No idlease next_id() in this database. Install it: `{idlease} migrate --no-segments --next-id`.' },
+      },
+    );
+  }
+  if (!state.current) {
+    throw new IdleaseError(
+      'NOT_MIGRATED',
+      'next_id() here was installed by an older idlease, whose failover fence repeats IDs after two failovers in a row. Upgrade it first: migrate(knex, { segments: false, nextId: true }).',
+      {
+        cli: {
+          message:
+            'next_id() here was installed by an older idlease, whose failover fence repeats IDs after two failovers in a row. Upgrade it first: `{idlease} migrate --no-segments --next-id`.',
+        },
       },
     );
   }
@@ -173,8 +188,8 @@ export async function attachNextId(db: KnexOrPool, options: AttachNextIdOptions)
       column,
       shape && { bigint: shape.dataType === 'bigint', auto: shape.extra.includes('auto_increment'), generated: shape.generated },
     );
-    const here = Number((await exec.run('SELECT @@server_id', [])).rows[0]?.[0]);
-    if (here !== state.homeServerId) state = await moveHome(exec, state);
+    const here = Number((await exec.run('SELECT @@GLOBAL.server_id', [])).rows[0]?.[0]);
+    if (here !== state.homeServerId) state = await moveHome(exec);
     const expression = mysqlNextIdExpression(state);
     await setMysqlColumnDefault(exec, t.name, column, expression);
     return Object.freeze({ table: t.text, column, expression });
@@ -182,23 +197,23 @@ export async function attachNextId(db: KnexOrPool, options: AttachNextIdOptions)
 }
 
 /**
- * Attach on a server other than home (after a failover: this server's IDs carry the fence's
- * gap) makes this server home. Order matters, because until each DEFAULT is rewritten some
- * inserts still add the gap: jump the sequence past every fenced ID made so far, rewrite every
- * attached DEFAULT, then jump again past every fenced ID made during the rewrite. Each jump
- * keeps new unfenced IDs above every fenced one; the time field runs up to two gaps ahead
- * until the clock catches up. Then the ticker is enabled here.
+ * Attach on a server other than home (a promoted replica, whose inserts fail until it is home)
+ * makes it home through the procedure the ticker also calls (dialects/next-id-mysql.ts: one jump
+ * past this server's copy of the sequence, every attached DEFAULT rewritten), then enables the
+ * ticker here: an event that arrived by replication is SLAVESIDE_DISABLED.
  */
-async function moveHome(exec: SqlExecutor, state: MysqlNextIdState): Promise<MysqlNextIdState> {
-  await raiseMysqlNextIdSequence(exec, state, state.gapMs);
-  const attached = await mysqlNextIdAttached(exec);
-  await recordMysqlNextIdHome(exec);
+async function moveHome(exec: SqlExecutor): Promise<MysqlNextIdState> {
+  await rehomeMysqlNextId(exec);
   const moved = await requireMysqlInstall(exec);
-  for (const a of attached) {
-    if (a.table.includes('.')) continue; // another database's table: rewritten when attached there
-    await setMysqlColumnDefault(exec, a.table, a.column, mysqlNextIdExpression(moved));
+  const here = await mysqlNextIdNow(exec, moved);
+  if (moved.homeServerId !== here.serverId) {
+    throw new IdleaseError(
+      'BAD_CONFIG',
+      here.readOnly
+        ? `This server (server_id ${here.serverId}) is read-only: next_id() is made home only on a primary. Run attach on the primary.`
+        : `This server (server_id ${here.serverId}) could not be made home within 10 s (another attach or the ticker holds the rehome lock, or an attached table is locked). Rerun attach.`,
+    );
   }
-  await raiseMysqlNextIdSequence(exec, state, state.gapMs);
   await enableMysqlNextIdTicker(exec);
   return moved;
 }
@@ -286,6 +301,9 @@ export async function nextIdStatus(db: KnexOrPool, options: { schema?: string } 
       lagMs: now.lagMs,
       homeServerId: state.homeServerId,
       serverId: now.serverId,
+      ticker: now.ticker,
+      tickerRuns: now.ticker === 'ENABLED' && now.eventScheduler.toUpperCase() === 'ON' && !now.readOnly,
+      readOnly: now.readOnly,
       failoverGapMs: state.gapMs,
     });
   });

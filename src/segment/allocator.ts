@@ -6,7 +6,7 @@ import { Emitter } from '../runtime/events.js';
 import { BackgroundTask } from '../runtime/task.js';
 import { leaseErrorEvent, SegmentLeaser, type Lease } from './lease.js';
 import type { SegmentStore } from './store.js';
-import { SEGMENT_LEASE_RETRIED, type SegmentAllocator, type SegmentEvent, type SegmentStats } from './types.js';
+import { SEGMENT_LEASE_RETRIED, type IdRange, type SegmentAllocator, type SegmentEvent, type SegmentStats } from './types.js';
 import { WaiterQueue } from './waiters.js';
 
 /** Beyond any ID: "no preload pending for this segment". */
@@ -121,15 +121,33 @@ class SegmentAllocatorImpl implements SegmentAllocator {
     return this.slowNext();
   }
 
-  nextBatch(n: number): Promise<bigint[]> {
-    if (!Number.isSafeInteger(n) || n < 1 || n > this.options.maxBatch) {
-      return Promise.reject(
-        new IdleaseError(
-          'BAD_ARGUMENT',
-          `nextBatch(n): n must be an integer from 1 to ${this.options.maxBatch} (maxBatch), got ${String(n)}.`,
-        ),
-      );
+  private badBatch(n: number, method: string): Promise<never> | undefined {
+    if (Number.isSafeInteger(n) && n >= 1 && n <= this.options.maxBatch) return undefined;
+    return Promise.reject(
+      new IdleaseError(
+        'BAD_ARGUMENT',
+        `${method}(n): n must be an integer from 1 to ${this.options.maxBatch} (maxBatch), got ${String(n)}.`,
+      ),
+    );
+  }
+
+  nextRanges(n: number): Promise<IdRange[]> {
+    const bad = this.badBatch(n, 'nextRanges');
+    if (bad) return bad;
+    const start = this.cursor;
+    const end = start + BigInt(n) - 1n;
+    if (end <= this.limit) {
+      this.cursor = end + 1n;
+      if (end >= this.preloadAt) this.preloadSoon();
+      return Promise.resolve([{ start, end }]);
     }
+    // Across a segment boundary (once per segment at most): the batch path, folded into ranges.
+    return this.slowBatch(n).then(toRanges);
+  }
+
+  nextBatch(n: number): Promise<bigint[]> {
+    const bad = this.badBatch(n, 'nextBatch');
+    if (bad) return bad;
     const c0 = this.cursor;
     const last = c0 + BigInt(n) - 1n;
     if (last <= this.limit) {
@@ -446,4 +464,21 @@ class SegmentAllocatorImpl implements SegmentAllocator {
  */
 export function createSegmentAllocator(options: SegmentAllocatorOptions): SegmentAllocator {
   return new SegmentAllocatorImpl(resolveSegmentOptions(options));
+}
+
+/** Ascending IDs as the fewest inclusive ranges. */
+function toRanges(ids: readonly bigint[]): IdRange[] {
+  const out: IdRange[] = [];
+  let start = ids[0]!;
+  let end = start;
+  for (let i = 1; i < ids.length; i++) {
+    const id = ids[i]!;
+    if (id !== end + 1n) {
+      out.push({ start, end });
+      start = id;
+    }
+    end = id;
+  }
+  out.push({ start, end });
+  return out;
 }

@@ -1,6 +1,6 @@
 export { createSegmentAllocator } from './allocator.js';
 export type { SegmentAllocatorOptions } from './options.js';
-export type { SegmentAllocator, SegmentStats, SegmentEvent } from './types.js';
+export type { IdRange, SegmentAllocator, SegmentStats, SegmentEvent } from './types.js';
 export {
   createKnexSegmentStore,
   createPoolSegmentStore,

@@ -91,12 +91,24 @@ export type SegmentEvent =
     }
   | { readonly type: 'give-back'; readonly tag: string; readonly from: bigint; readonly to: bigint; readonly ok: boolean };
 
+/** IDs `start` to `end`, both included, in increasing order. */
+export interface IdRange {
+  readonly start: bigint;
+  readonly end: bigint;
+}
+
 export interface SegmentAllocator {
   readonly tag: string;
   /** The next ID. Memory-speed except when a lease is late; never a duplicate, strictly increasing per allocator. */
   next(): Promise<bigint>;
   /** `n` IDs in increasing order (may span segments). 1 ≤ n ≤ maxBatch, else BAD_ARGUMENT. */
   nextBatch(n: number): Promise<bigint[]>;
+  /**
+   * The same `n` IDs as `nextBatch(n)` would give, as ascending inclusive ranges (one, unless the
+   * batch spans segments): for callers that write IDs out (serve's batch answers) and need no
+   * bigint per ID.
+   */
+  nextRanges(n: number): Promise<IdRange[]>;
   /** Stop preloading and give the unused tail back if nobody leased after us. Idempotent. */
   close(): Promise<void>;
   stats(): SegmentStats;

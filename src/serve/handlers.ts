@@ -17,7 +17,7 @@ import { shellWord } from '../shell.js';
 import type { ServeAllocators } from './allocators.js';
 import type { Auth } from './auth.js';
 import { HttpError } from './http-errors.js';
-import { sendIds, sendJson, sendText } from './http.js';
+import { sendIdRanges, sendIds, sendJson, sendText } from './http.js';
 import { intParam, queryParam, type Route, type RouteContext } from './router.js';
 
 export interface HandlerDeps {
@@ -60,7 +60,7 @@ const segmentIds: Handler = async (d, { req, res, params, query, credential }) =
   const allocator = await d.allocators.tags.allocatorFor(tag);
   await d.turn(req, n);
   res.setHeader('cache-control', 'no-store'); // IDs: never from a cache (http.ts sendText)
-  sendIds(res, await allocator.nextBatch(n));
+  sendIdRanges(res, await allocator.nextRanges(n));
 };
 
 const segmentLease: Handler = async (d, { res, params, query }) => {

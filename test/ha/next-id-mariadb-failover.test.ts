@@ -1,19 +1,24 @@
 /**
- * Issue 37: next_id() on MariaDB through an asynchronous failover with writers at the switch and
- * no operator step. Primary and replica (GTID, ROW, event scheduler on both), writers inserting
- * through a TCP switch that stands in for a VIP. The replica's applier is held back and its
- * receiver cut, so the old primary hands out IDs for a few seconds that the replica never gets
- * (the ticker moves the primary's sequence on; the replica's copy stays behind, and its ticker
- * arrives SLAVESIDE_DISABLED). The primary is SIGKILLed, the replica promoted, the switch moved,
- * and the writers carry on: no ID any writer was given twice. The fence is in the column
- * DEFAULT (IDs made off the home server run the failover gap ahead); without it this run repeats
- * IDs (145 in a run with the fence term removed from the DEFAULT).
- * A ticker re-enabled on the new primary (as MaxScale's handle_events would) stays idle there.
- * Then `next-id attach` on the new primary makes it home, and IDs stay unique across that too.
+ * next_id() on MariaDB through sequences of asynchronous failovers (issue 42): three servers, GTID
+ * replication, ROW, the event scheduler on; writers insert through a TCP switch standing in for a
+ * VIP. Each promotion loses writes: the next primary's applier is held (FLUSH TABLES WITH READ
+ * LOCK) and its receiver cut 1.5 s before the old primary is SIGKILLed, so the old primary hands
+ * out IDs the new one never gets. The old primary and the other replica are then rebuilt from the
+ * new one (a dump with its GTID position, as a rejoin is done), and the next promotion comes before
+ * anyone runs an idlease command: s1 → s2 → s3 → s2 (rejoined) → s1 (a fail-back within the gap).
+ *
+ * - `manager: 'events'`: the failover manager enables the events it finds on the new primary, as
+ *   MaxScale's handle_events does; the ticker makes the server home by itself (one jump past its
+ *   copy of the sequence) and inserts go on within a few seconds.
+ * - `manager: 'none'`: nobody enables anything; inserts are refused (ER 4084, naming
+ *   idlease_next_id_not_home) until `next-id attach` runs on the new primary, never a repeat.
+ *
+ * Before (one shared +60 s for every server other than home) the same sequence repeated IDs: the
+ * issue's run gave 25,310 repeats of 46,340 on the third server.
  */
 import { execFileSync } from 'node:child_process';
 import mysql from 'mysql2/promise';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { runMain } from '../helpers/in-process.js';
 import { startMariadb, type ServerInstance } from '../helpers/servers.js';
 import { startTcpSwitch, type TcpSwitch } from '../helpers/tcp-switch.js';
@@ -21,33 +26,47 @@ import { startTcpSwitch, type TcpSwitch } from '../helpers/tcp-switch.js';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const sql = (port: number, statement: string) =>
   execFileSync('mariadb', ['-h127.0.0.1', `-P${port}`, '-uroot', '-N', '-e', statement]).toString();
+const url = (port: number) => `mysql://root@127.0.0.1:${port}/test`;
 
-let primary: ServerInstance | undefined;
-let replica: ServerInstance | undefined;
+let servers: ServerInstance[] = [];
 let vip: TcpSwitch | undefined;
-afterAll(async () => {
+afterEach(async () => {
   await vip?.close();
-  await Promise.allSettled([primary?.destroy(), replica?.destroy()]);
+  await Promise.allSettled(servers.map((s) => s.destroy()));
+  servers = [];
 });
 
-/** A writer: 500-row INSERT … RETURNING through the switch, reconnecting on any error; keeps the IDs it was given. */
-function writer(port: () => number, w: number, stop: () => boolean) {
+interface Writer {
+  readonly given: bigint[];
+  readonly refused: () => number;
+  readonly done: Promise<void>;
+}
+
+/** A writer: 50-row INSERT … RETURNING through the switch, reconnecting on any error; keeps the IDs it was given and counts ER 4084 refusals. */
+function writer(port: () => number, w: number, stop: () => boolean): Writer {
   const given: bigint[] = [];
-  let errors = 0;
-  const values = Array.from({ length: 500 }, () => `(${w})`).join(',');
+  let refused = 0;
+  const values = Array.from({ length: 50 }, () => `(${w})`).join(',');
   const done = (async () => {
     while (!stop()) {
       let c: mysql.Connection | undefined;
       try {
         c = await mysql.createConnection({ host: '127.0.0.1', port: port(), user: 'root', database: 'test', connectTimeout: 2_000 });
         while (!stop()) {
-          const [rows] = (await c.query(`INSERT INTO ids (w) VALUES ${values} RETURNING CAST(id AS CHAR) AS id`)) as unknown as [
-            Array<{ id: string }>,
-          ];
-          for (const r of rows) given.push(BigInt(r.id));
+          try {
+            const [rows] = (await c.query(`INSERT INTO ids (w) VALUES ${values} RETURNING CAST(id AS CHAR) AS id`)) as unknown as [
+              Array<{ id: string }>,
+            ];
+            for (const r of rows) given.push(BigInt(r.id));
+          } catch (err) {
+            if ((err as { errno?: number }).errno !== 4084) throw err;
+            expect((err as Error).message).toContain('idlease_next_id_not_home');
+            refused++;
+            await sleep(20);
+          }
+          await sleep(5);
         }
       } catch {
-        errors++;
         await sleep(50);
       } finally {
         await c?.end().catch(() => undefined);
@@ -55,95 +74,142 @@ function writer(port: () => number, w: number, stop: () => boolean) {
       }
     }
   })();
-  return { given, done, errors: () => errors };
+  return { given, done, refused: () => refused };
 }
 
-describe('next_id() on MariaDB through an asynchronous failover', () => {
-  it('writers at the switch, primary killed, replica promoted with no idlease step: 0 duplicates; attach on the new primary keeps them unique', async () => {
-    const common = ['--log-bin=mariadb-bin', '--binlog-format=ROW', '--event-scheduler=ON', '--log-slave-updates'];
-    primary = await startMariadb([...common, '--server-id=1']);
-    replica = await startMariadb([...common, '--server-id=2']);
-    const p = primary.port;
-    const r = replica.port;
-    sql(
-      r,
-      `CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=${p}, MASTER_USER='root', MASTER_PASSWORD='', MASTER_USE_GTID=slave_pos; START SLAVE;`,
-    );
-    const url = (port: number) => `mysql://root@127.0.0.1:${port}/test`;
-    expect((await runMain(['--url', url(p), 'migrate', '--no-segments', '--next-id', '--shard', '3'])).err).toBe('');
-    sql(p, 'CREATE TABLE test.ids (id bigint NOT NULL, w int NOT NULL, KEY (id))');
-    expect((await runMain(['--url', url(p), 'next-id', 'attach', 'ids'])).err).toBe('');
-    vip = await startTcpSwitch(p);
+/** Empty `target` and make it a replica of `source` from a consistent dump with its GTID position. */
+function rebuildReplica(target: number, source: number): void {
+  sql(target, 'STOP SLAVE; RESET SLAVE ALL; SET GLOBAL read_only = ON; SET sql_log_bin = 0; DROP DATABASE IF EXISTS test; RESET MASTER;');
+  const dump = execFileSync(
+    'mariadb-dump',
+    [
+      '-h127.0.0.1',
+      `-P${source}`,
+      '-uroot',
+      '--single-transaction',
+      '--gtid',
+      '--master-data=1',
+      '--skip-add-locks',
+      '--events',
+      '--routines',
+      '--databases',
+      'test',
+    ],
+    { maxBuffer: 1 << 30 },
+  );
+  execFileSync('mariadb', ['-h127.0.0.1', `-P${target}`, '-uroot'], { input: dump, maxBuffer: 1 << 30 });
+  sql(
+    target,
+    `CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=${source}, MASTER_USER='root', MASTER_PASSWORD='', MASTER_USE_GTID=slave_pos; START SLAVE;`,
+  );
+}
 
-    let stopping = false;
-    const writers = [1, 2, 3, 4].map((w) =>
-      writer(
-        () => vip!.port,
-        w,
-        () => stopping,
-      ),
-    );
-    await sleep(2_000);
-    // Lag made certain: the applier held back, then the receiver cut; the primary writes on.
-    const block = await mysql.createConnection({ host: '127.0.0.1', port: r, user: 'root' });
+/** Wait until `replica` has applied everything its receiver got. */
+function applyReceived(replica: number): void {
+  const received = /Gtid_IO_Pos:[ \t]*(\S*)/.exec(sql(replica, 'SHOW SLAVE STATUS\\G'))?.[1] ?? '';
+  if (received !== '') expect(sql(replica, `SELECT MASTER_GTID_WAIT('${received}', 120);`).trim()).toBe('0');
+}
+
+async function failovers(manager: 'events' | 'none'): Promise<string> {
+  const common = ['--log-bin=mariadb-bin', '--binlog-format=ROW', '--event-scheduler=ON', '--log-slave-updates'];
+  servers = await Promise.all([1, 2, 3].map((id) => startMariadb([...common, `--server-id=${id}`])));
+  const port = servers.map((s) => s.port);
+  const [s1, s2, s3] = port as [number, number, number];
+  expect((await runMain(['--url', url(s1), 'migrate', '--no-segments', '--next-id', '--shard', '3'])).err).toBe('');
+  sql(s1, 'CREATE TABLE test.ids (id bigint NOT NULL, w int NOT NULL, KEY (id))');
+  expect((await runMain(['--url', url(s1), 'next-id', 'attach', 'ids'])).err).toBe('');
+  rebuildReplica(s2, s1);
+  rebuildReplica(s3, s2);
+  vip = await startTcpSwitch(s1);
+
+  let stopping = false;
+  const writers = [1, 2, 3, 4].map((w) =>
+    writer(
+      () => vip!.port,
+      w,
+      () => stopping,
+    ),
+  );
+  const total = () => writers.reduce((n, w) => n + w.given.length, 0);
+  const progress = async (more: number, ms: number, what: string) => {
+    const want = total() + more;
+    const end = Date.now() + ms;
+    while (total() < want) {
+      if (Date.now() > end) throw new Error(`${what}: fewer than ${more} IDs within ${ms} ms`);
+      await sleep(50);
+    }
+  };
+  await progress(2_000, 20_000, 'before the first failover');
+
+  const steps: Array<[number, number]> = [
+    [s1, s2],
+    [s2, s3],
+    [s3, s2],
+    [s2, s1],
+  ];
+  const log: string[] = [];
+  for (const [from, to] of steps) {
+    // Lag made certain: the applier held, the receiver cut; the old primary writes on, lost to `to`.
+    const block = await mysql.createConnection({ host: '127.0.0.1', port: to, user: 'root' });
     await block.query('FLUSH TABLES WITH READ LOCK');
-    await sleep(1_000);
-    // Through a connection, not the mariadb client: execFileSync would stop this process's
-    // writers for the ~200 ms a client takes to start, and the lost window would begin late.
-    const control = await mysql.createConnection({ host: '127.0.0.1', port: r, user: 'root' });
+    await sleep(300);
+    const control = await mysql.createConnection({ host: '127.0.0.1', port: to, user: 'root' });
     await control.query('STOP SLAVE IO_THREAD');
     await control.end();
-    await sleep(3_000);
-    await primary.kill();
+    const lostFrom = total();
+    await sleep(1_500);
+    const lost = total() - lostFrom;
+    await servers[port.indexOf(from)]!.kill();
     await block.end();
-    const received = /Gtid_IO_Pos:[ \t]*(\S+)/.exec(
-      execFileSync('mariadb', ['-h127.0.0.1', `-P${r}`, '-uroot', '-e', 'SHOW SLAVE STATUS\\G']).toString(),
-    )?.[1];
-    expect(received).toBeDefined();
-    expect(sql(r, `SELECT MASTER_GTID_WAIT('${received}', 120);`).trim()).toBe('0');
-    sql(r, 'STOP SLAVE; RESET SLAVE ALL; SET GLOBAL read_only = OFF;');
-    vip.pointTo(r);
-    await sleep(3_000);
-
-    // Still fenced: the promoted replica is not home, and says how to make it so.
-    const fenced = JSON.parse((await runMain(['--url', url(r), '--json', 'next-id', 'status'])).out);
-    expect(fenced).toMatchObject({ homeServerId: 1, serverId: 2, shard: 3 });
-    // A failover manager that re-enables the events it finds (MaxScale's handle_events) starts
-    // the ticker here too. Off home it must stay idle: moving the sequence to the clock would
-    // make the fenced IDs track the clock a gap ahead, which the old home's own IDs reach a gap
-    // after a fail-back. So the sequence keeps trailing the clock until attach runs here.
-    sql(r, 'ALTER EVENT test.idlease_next_id_tick ENABLE;');
-    await sleep(2_500);
-    const idle = JSON.parse((await runMain(['--url', url(r), '--json', 'next-id', 'status'])).out);
-    expect(idle.lagMs, 'the ticker moved the sequence on a server that is not home').toBeGreaterThan(1_500);
-    // Attach here: this server becomes home, its ticker runs, writers keep going.
-    expect((await runMain(['--url', url(r), 'next-id', 'attach', 'ids'])).err).toBe('');
-    await sleep(2_000);
-    stopping = true;
-    await Promise.all(writers.map((w) => w.done));
-
-    const all = writers.flatMap((w) => w.given);
-    const seen = new Set<bigint>();
-    let duplicates = 0;
-    for (const id of all) {
-      if (seen.has(id)) duplicates++;
-      seen.add(id);
+    applyReceived(to);
+    sql(to, 'STOP SLAVE; RESET SLAVE ALL; SET GLOBAL read_only = OFF;');
+    if (manager === 'events') sql(to, 'ALTER EVENT test.idlease_next_id_tick ENABLE;');
+    vip!.pointTo(to);
+    const promotedAt = Date.now();
+    const refusedBefore = writers.reduce((n, w) => n + w.refused(), 0);
+    if (manager === 'none') {
+      // Nobody acts for 2 s: inserts are refused, not answered with a repeat.
+      await sleep(2_000);
+      expect(writers.reduce((n, w) => n + w.refused(), 0)).toBeGreaterThan(refusedBefore);
+      expect((await runMain(['--url', url(to), 'next-id', 'attach', 'ids'])).err).toBe('');
     }
-    const [[after]] = (await (async () => {
-      const c = await mysql.createConnection({ host: '127.0.0.1', port: r, user: 'root', database: 'test' });
-      try {
-        return await c.query('SELECT COUNT(*) AS n, COUNT(DISTINCT id) AS d, SUM(id <= 0) AS np FROM ids');
-      } finally {
-        await c.end();
-      }
-    })()) as unknown as [[{ n: number; d: number; np: string }]];
-    const home = JSON.parse((await runMain(['--url', url(r), '--json', 'next-id', 'status'])).out);
-    const why = `given ${all.length} IDs (${writers.map((w) => `${w.given.length}/${w.errors()} errors`).join(', ')}), duplicates ${duplicates}; on the new primary ${after.n} rows, ${after.d} distinct`;
-    console.log(`next_id() MariaDB failover: ${why}`);
-    expect(duplicates, why).toBe(0);
-    expect(Number(after.n), why).toBe(Number(after.d));
-    expect(Number(after.np), why).toBe(0);
-    expect(all.length, why).toBeGreaterThan(2_000);
-    expect(home).toMatchObject({ homeServerId: 2, serverId: 2 });
-  }, 180_000);
+    await progress(500, 20_000, `after promoting ${to}`);
+    log.push(`${from}→${to}: ~${lost} IDs lost, writing again after ${Date.now() - promotedAt} ms`);
+    // The old primary comes back and, with the other server, is rebuilt from the new one.
+    await servers[port.indexOf(from)]!.start();
+    for (const other of port) if (other !== to) rebuildReplica(other, to);
+  }
+  await progress(500, 20_000, 'after the last failover');
+  stopping = true;
+  await Promise.all(writers.map((w) => w.done));
+
+  const all = writers.flatMap((w) => w.given);
+  const seen = new Set<bigint>();
+  let duplicates = 0;
+  for (const id of all) {
+    if (seen.has(id)) duplicates++;
+    seen.add(id);
+  }
+  const refused = writers.reduce((n, w) => n + w.refused(), 0);
+  const why = `${manager}: ${all.length} IDs, ${duplicates} repeats, ${refused} inserts refused off home; ${log.join('; ')}`;
+  expect(duplicates, why).toBe(0);
+  expect(
+    all.every((id) => id > 0n),
+    why,
+  ).toBe(true);
+  const home = JSON.parse((await runMain(['--url', url(s1), '--json', 'next-id', 'status'])).out);
+  expect(home).toMatchObject({ homeServerId: 1, serverId: 1, ticker: 'ENABLED' });
+  return why;
+}
+
+describe('next_id() on MariaDB through a sequence of failovers, each losing writes', () => {
+  it('a manager that enables events (MaxScale handle_events): s1→s2→s3→s2→s1, 0 repeats, inserts on again within seconds, twice', async () => {
+    console.log(`next_id() MariaDB failovers, run 1: ${await failovers('events')}`);
+  }, 300_000);
+  it('second run of the same sequence', async () => {
+    console.log(`next_id() MariaDB failovers, run 2: ${await failovers('events')}`);
+  }, 300_000);
+  it('nobody acts: inserts refused on each new primary (ER 4084) until next-id attach, 0 repeats', async () => {
+    console.log(`next_id() MariaDB failovers, run 3: ${await failovers('none')}`);
+  }, 300_000);
 });

@@ -31,6 +31,7 @@ export interface HaWorkerResult {
 
 export interface HaWorker {
   readonly name: string;
+  readonly child: ChildProcess;
   /** Resolves when the worker has handed out its first ID. */
   readonly serving: Promise<void>;
   readonly done: Promise<HaWorkerResult>;
@@ -69,7 +70,12 @@ export function startHaProcess<R extends object>(
   dir: string,
   cfg: object,
   launch: Launch = spawn,
-): { readonly name: string; readonly serving: Promise<void>; readonly done: Promise<R & { name: string; file: string }> } {
+): {
+  readonly name: string;
+  readonly child: ChildProcess;
+  readonly serving: Promise<void>;
+  readonly done: Promise<R & { name: string; file: string }>;
+} {
   const out = path.join(dir, `${name}.bin`);
   const stopFile = path.join(dir, 'stop');
   const child = launch(
@@ -94,7 +100,7 @@ export function startHaProcess<R extends object>(
       else resolve({ name, file: out, ...(JSON.parse(line) as R) });
     });
   });
-  return { name, serving, done };
+  return { name, child, serving, done };
 }
 
 export function stopHaWorkers(dir: string): void {

@@ -19,6 +19,8 @@ export interface RedisServer {
   start(): Promise<void>;
   /** SIGKILL: nothing is saved on the way out. */
   kill(): Promise<void>;
+  /** The redis-server process (SIGSTOP freezes it). */
+  pid(): number | undefined;
   /** One command on a short-lived connection (CONFIG, SAVE, REPLICAOF, INFO …). */
   command(...args: string[]): Promise<unknown>;
   destroy(): Promise<void>;
@@ -114,6 +116,7 @@ async function spawnRedis(argsFor: (port: number, dir: string) => string[], env:
         }
       }
     },
+    pid: () => child?.pid,
     async kill() {
       if (exited()) return;
       const gone = new Promise((r) => child!.once('exit', r));

@@ -6,6 +6,7 @@
  * scheduler off and no binary log, and is not ours to reconfigure).
  */
 import { execFileSync } from 'node:child_process';
+import mysql from 'mysql2/promise';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -22,6 +23,14 @@ import { startMariadb, type ServerInstance } from '../helpers/servers.js';
 let server: ServerInstance;
 let knex: Knex;
 let url: string;
+/** Polls `ok` until it holds, at most `ms`. */
+async function until(ok: () => Promise<boolean>, ms: number): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await ok())) {
+    if (Date.now() > end) throw new Error(`condition not met within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
 const sql = (statement: string) => execFileSync('mariadb', ['-h127.0.0.1', `-P${server.port}`, '-uroot', '-N', '-e', statement]).toString();
 
 beforeAll(async () => {
@@ -43,7 +52,7 @@ describe('next_id() on MariaDB (private server: event scheduler on, ROW binary l
   it('migrate --next-id, attach, insert (single rows, RETURNING, INSERT…SELECT), status --json, detach, down', async () => {
     const up = await runMain(['--url', url, '--json', 'migrate', '--no-segments', '--next-id', '--shard', '5']);
     expect(up.err).toBe('');
-    expect(JSON.parse(up.out)).toMatchObject({ applied: ['next_id'], direction: 'up' });
+    expect(JSON.parse(up.out)).toMatchObject({ applied: ['next_id', 'next_id:v2'], direction: 'up' });
     await knex.raw('CREATE TABLE orders (id bigint NOT NULL PRIMARY KEY, item varchar(20) NOT NULL)');
 
     const attach = await runMain(['--url', url, 'next-id', 'attach', 'orders']);
@@ -94,7 +103,7 @@ describe('next_id() on MariaDB (private server: event scheduler on, ROW binary l
     await expect(knex.raw("INSERT INTO orders (item) VALUES ('no default')")).rejects.toThrow(/doesn't have a default value/);
     const down = await runMain(['--url', url, '--json', 'migrate', '--no-segments', '--down', '--next-id']);
     expect(down.err).toBe('');
-    expect(JSON.parse(down.out)).toMatchObject({ applied: ['next_id'], direction: 'down' });
+    expect(JSON.parse(down.out)).toMatchObject({ applied: ['next_id:v2', 'next_id'], direction: 'down' });
     await knex.raw('DROP TABLE orders');
   });
 
@@ -171,10 +180,20 @@ describe('next_id() on MariaDB (private server: event scheduler on, ROW binary l
     try {
       const file = path.join(dir, 'test.sql');
       // As docs/next-id.md says: --skip-add-locks (a default dump's restore fails at the table
-      // whose DEFAULT reads the sequence: ERROR 1100), --events for the ticker.
+      // whose DEFAULT reads the sequence: ERROR 1100), --events for the ticker, --routines for
+      // the procedure that makes a server home.
       writeFileSync(
         file,
-        execFileSync('mariadb-dump', ['-h127.0.0.1', `-P${server.port}`, '-uroot', '--skip-add-locks', '--events', '--databases', 'test']),
+        execFileSync('mariadb-dump', [
+          '-h127.0.0.1',
+          `-P${server.port}`,
+          '-uroot',
+          '--skip-add-locks',
+          '--events',
+          '--routines',
+          '--databases',
+          'test',
+        ]),
       );
       sql('DROP DATABASE test');
       execFileSync('mariadb', ['-h127.0.0.1', `-P${server.port}`, '-uroot'], { input: readFileSync(file) });
@@ -201,6 +220,75 @@ describe('next_id() on MariaDB (private server: event scheduler on, ROW binary l
     } finally {
       await fresh.destroy();
     }
+  });
+
+  it('server_id changed on the live primary: no repeat, no jump, the time field on the clock on sessions opened before and after; a server that is not home refuses until made home, then jumps once', async () => {
+    await migrate(knex, { segments: false, nextId: { shard: 2 } });
+    await knex.raw('CREATE TABLE t_rename (id bigint NOT NULL PRIMARY KEY, w int NOT NULL)');
+    await attachNextId(knex, { table: 't_rename' });
+    const open = () => mysql.createConnection({ host: '127.0.0.1', port: server.port, user: 'root', database: 'test' });
+    const given: Array<{ id: bigint; at: number }> = [];
+    const refusals: string[] = [];
+    /** Single-row inserts on one session until `until`: what it was given, and every refusal's message. */
+    const write = async (c: mysql.Connection, w: number, until: () => boolean) => {
+      while (!until()) {
+        try {
+          const [rows] = (await c.query(`INSERT INTO t_rename (w) VALUES (${w}) RETURNING CAST(id AS CHAR) AS id`)) as unknown as [
+            Array<{ id: string }>,
+          ];
+          given.push({ id: BigInt(rows[0]!.id), at: Date.now() });
+        } catch (err) {
+          refusals.push((err as Error).message);
+        }
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    };
+    const before = await open();
+    try {
+      await write(before, 1, () => given.length >= 20);
+      sql('SET GLOBAL server_id = 12');
+      const after = await open();
+      let stop = false;
+      const writers = [write(before, 1, () => stop), write(after, 2, () => stop)];
+      // Home follows the server within a tick: status says so, then both sessions write on.
+      await until(async () => (await nextIdStatus(knex)).homeServerId === 12, 5_000);
+      const homed = given.length;
+      await until(async () => given.length >= homed + 200, 10_000);
+      stop = true;
+      await Promise.all(writers);
+      await after.end();
+    } finally {
+      await before.end();
+    }
+    console.log(
+      `server_id changed live: ${given.length} IDs, ${refusals.length} inserts refused until the ticker made the server home again`,
+    );
+    expect(new Set(given.map((g) => g.id)).size, 'an ID was given twice').toBe(given.length);
+    // At most the moment before the ticker made the server home again: ER 4084, naming the fence.
+    for (const m of refusals) expect(m).toMatch(/idlease_next_id_not_home.*has run out/);
+    const layout = resolveLayout({});
+    const last = given.slice(-100);
+    // No jump: the same server, the time field on the clock (a jump would put it 60 s ahead).
+    for (const g of last) expect(Math.abs(decodeId(g.id, layout).unixMs - g.at)).toBeLessThan(1_000);
+    const status = await nextIdStatus(knex);
+    expect(status).toMatchObject({ homeServerId: 12, serverId: 12, ticker: 'ENABLED', tickerRuns: true });
+
+    // Another server made home meanwhile (as replication brings it after a promotion elsewhere):
+    // this one's heartbeat names itself, not that home, so it is not a rename: it refuses, then
+    // the ticker makes it home with one jump of the gap past its copy.
+    const [[top]] = (await knex.raw('SELECT CAST(MAX(id) AS CHAR) AS id FROM t_rename')) as [[{ id: string }]];
+    await knex.raw('UPDATE idlease_next_id SET home_server_id = 99 WHERE id = 1');
+    await until(async () => (await nextIdStatus(knex)).homeServerId === 12, 5_000);
+    const [rows] = (await knex.raw('INSERT INTO t_rename (w) VALUES (3) RETURNING CAST(id AS CHAR) AS id')) as [Array<{ id: string }>];
+    const jumped = decodeId(BigInt(rows[0]!.id), layout);
+    expect(BigInt(rows[0]!.id)).toBeGreaterThan(BigInt(top.id));
+    expect(jumped.unixMs - Date.now()).toBeGreaterThan(55_000);
+
+    sql('SET GLOBAL server_id = 11');
+    await until(async () => (await nextIdStatus(knex)).homeServerId === 11, 5_000);
+    await detachNextId(knex, { table: 't_rename' });
+    await knex.raw('DROP TABLE t_rename');
+    await migrate(knex, { segments: false, nextId: true, direction: 'down' });
   });
 });
 

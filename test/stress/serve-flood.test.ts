@@ -8,7 +8,11 @@
  * - the same from the victim's own address: only idle sockets are shed, the victim's requests
  *   (fresh connections that send at once) get through;
  * - 1,000 sockets × 32 pipelined 10,000-ID batches, never read, from 8 addresses: before,
- *   /healthz timed out for 25 s and RSS grew 119 MB.
+ *   /healthz timed out for 25 s and RSS grew 119 MB; later, with every bound on, RSS still grew
+ *   81–167 MB: each 10,000-ID answer allocated more than the young generation holds (a bigint,
+ *   a string per ID and a 220 KB body), so its objects were promoted and the old generation
+ *   filled with garbage between major collections. Answers are now written from ranges into one
+ *   buffer (src/serve/http.ts, encodeIdRanges): +29–58 MB over 5 runs at load average 3.6–5.5.
  * Each phase is short (≤ 12 s). Latency bounds (/healthz median < 500 ms) are why this is in `alone`.
  */
 import http from 'node:http';
@@ -126,7 +130,7 @@ it('the same flood from the victim’s own address: only idle sockets are shed, 
   expect(okShare(v.ids)).toBeGreaterThanOrEqual(0.9);
 }, 30_000);
 
-it('1,000 sockets × 32 pipelined 10,000-ID batches never read, from 8 addresses: /healthz < 500 ms, RSS ≤ +150 MB, a reading client’s batches succeed', async () => {
+it('1,000 sockets × 32 pipelined 10,000-ID batches never read, from 8 addresses: /healthz < 500 ms, RSS ≤ +120 MB, a reading client’s batches succeed', async () => {
   expect((await get('/v1/segment/order/ids?n=10000', '127.0.0.1', true)).status).toBe(200);
   const before = rssMb();
   const flood = await startFlood({
@@ -151,5 +155,5 @@ it('1,000 sockets × 32 pipelined 10,000-ID batches never read, from 8 addresses
   expect(okShare(v.health)).toBeGreaterThanOrEqual(0.95);
   expect(median(v.health)).toBeLessThan(500);
   expect(okShare(v.ids)).toBeGreaterThanOrEqual(0.95);
-  expect(peak - before).toBeLessThanOrEqual(150);
+  expect(peak - before).toBeLessThanOrEqual(120);
 }, 40_000);

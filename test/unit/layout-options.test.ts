@@ -116,7 +116,7 @@ describe('resolveNextIdOptions', () => {
   });
 
   it('is one shard per database on MySQL (schema and shards refused) and named once per schema', () => {
-    expect(planMigrations('mysql', { segments: false, nextId: true }).migrations.map((m) => m.name)).toEqual(['next_id']);
+    expect(planMigrations('mysql', { segments: false, nextId: true }).migrations.map((m) => m.name)).toEqual(['next_id', 'next_id:v2']);
     expect(code(() => planMigrations('mysql', { nextId: { schema: 'a', shard: 1 } }))).toBe('BAD_CONFIG');
     expect(code(() => planMigrations('mysql', { nextId: { shard: 1, shards: 4 } }))).toBe('BAD_CONFIG');
     const plan = planMigrations('postgres', {

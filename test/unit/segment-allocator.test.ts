@@ -22,6 +22,7 @@ function rng(seed: number): () => number {
 type Op =
   | { k: 'next'; who: number; count: number }
   | { k: 'batch'; who: number; n: number }
+  | { k: 'ranges'; who: number; n: number }
   | { k: 'step'; step: number }
   | { k: 'restart'; who: number }
   | { k: 'pause'; ms: number };
@@ -29,6 +30,7 @@ type Op =
 const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 5, arbitrary: fc.record({ k: fc.constant('next' as const), who: fc.nat(2), count: fc.integer({ min: 1, max: 40 }) }) },
   { weight: 3, arbitrary: fc.record({ k: fc.constant('batch' as const), who: fc.nat(2), n: fc.integer({ min: 1, max: 60 }) }) },
+  { weight: 2, arbitrary: fc.record({ k: fc.constant('ranges' as const), who: fc.nat(2), n: fc.integer({ min: 1, max: 60 }) }) },
   { weight: 1, arbitrary: fc.record({ k: fc.constant('step' as const), step: fc.constantFrom(1, 2, 7, 13, 50, 1000) }) },
   { weight: 1, arbitrary: fc.record({ k: fc.constant('restart' as const), who: fc.nat(2) }) },
   { weight: 1, arbitrary: fc.record({ k: fc.constant('pause' as const), ms: fc.integer({ min: 0, max: 3 }) }) },
@@ -98,6 +100,19 @@ describe('segment allocator against an in-memory store (property)', () => {
                   case 'batch':
                     try {
                       const ids = await a.nextBatch(op.n);
+                      expect(ids.length).toBe(op.n);
+                      record(who, ids);
+                    } catch (err) {
+                      expectedFailure(err);
+                    }
+                    break;
+                  case 'ranges':
+                    try {
+                      const ids: bigint[] = [];
+                      for (const r of await a.nextRanges(op.n)) {
+                        expect(r.end >= r.start).toBe(true);
+                        for (let id = r.start; id <= r.end; id++) ids.push(id);
+                      }
                       expect(ids.length).toBe(op.n);
                       record(who, ids);
                     } catch (err) {
