@@ -153,7 +153,14 @@ back on exit), and never repeat an ID. On a server database run \`idlease migrat
         }
       };
       const viaServe = (serve: Parameters<typeof drawThroughServe>[0]) =>
-        drawThroughServe(serve, { tag, count: flags.count, table: flags.table, schema: flags.schema, ...(create ? { create } : {}) });
+        drawThroughServe(serve, {
+          tag,
+          count: flags.count,
+          table: flags.table,
+          schema: flags.schema,
+          waitMs: waitMs(self),
+          ...(create ? { create } : {}),
+        });
       const dir = embeddedDir(self);
       // The embedded directory runs on PGlite alone: knex is loaded only if it must be migrated.
       const ids =

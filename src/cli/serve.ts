@@ -48,6 +48,11 @@ export function registerServeCommand(program: Command): void {
       tagList,
     )
     .option(
+      '--trust-proxy <list>',
+      'IP addresses of your reverse proxies (comma-separated): wrong tokens from them count against the client their X-Forwarded-For names (elsewhere the header is ignored)',
+      tagList,
+    )
+    .option(
       '--max-tags <n>',
       'tags created over HTTP (?create=1) stop when the server knows this many (default 1000)',
       positiveInt('--max-tags'),
@@ -113,6 +118,7 @@ batches queued fairly across addresses (503 BUSY over budget). See docs/serve.md
           protectMetrics?: boolean;
           allowCreate?: boolean;
           allowedHosts?: string[];
+          trustProxy?: string[];
           allowNoToken?: boolean;
           maxBatch?: number;
           maxConnections?: number;
@@ -148,6 +154,11 @@ batches queued fairly across addresses (503 BUSY over budget). See docs/serve.md
             'BAD_CONFIG',
             '--protect-metrics needs a token to protect /metrics with: give --token-file <file> (or $IDLEASE_TOKEN); with a token, /metrics takes it anyway.',
           );
+        if (flags.allowCreate && token === undefined)
+          throw new IdleaseError(
+            'BAD_CONFIG',
+            '--allow-create lets requests carrying the token create tags, and no token is given: add --token-file <file> (or $IDLEASE_TOKEN), or leave --allow-create out.',
+          );
         const redisUrl = serveRedisUrl(flags);
         // A secret of this run, written only into the lock file (0600) for the CLI of the same user.
         const runSecret = embedded?.dir !== undefined ? randomBytes(24).toString('base64url') : undefined;
@@ -169,6 +180,7 @@ batches queued fairly across addresses (503 BUSY over budget). See docs/serve.md
                 runSecret,
                 allowCreate: flags.allowCreate,
                 allowedHosts: flags.allowedHosts,
+                trustProxy: flags.trustProxy,
                 maxBatch: flags.maxBatch,
                 maxConnections: flags.maxConnections,
                 maxConnectionsPerAddress: flags.maxConnectionsPerAddress,

@@ -17,6 +17,8 @@ export interface DrawRequest {
   readonly schema?: string;
   /** Add the tag when missing, as `next` does on the embedded database. */
   readonly create?: { start?: string; step?: number };
+  /** How long one answer may take (--wait): the server stands in for the database it holds. */
+  readonly waitMs: number;
 }
 
 export async function drawThroughServe(serve: ServeAddress, request: DrawRequest): Promise<bigint[]> {
@@ -41,12 +43,13 @@ export async function drawThroughServe(serve: ServeAddress, request: DrawRequest
     try {
       res = await fetch(url, {
         headers: serve.secret ? { authorization: `Bearer ${serve.secret}` } : {},
-        signal: AbortSignal.timeout(30_000),
+        signal: AbortSignal.timeout(request.waitMs),
       });
     } catch (cause) {
+      const late = (cause as Error)?.name === 'TimeoutError';
       throw new IdleaseError(
         'DB_UNAVAILABLE',
-        `idlease serve at ${serve.url} holds the embedded database but did not answer (${(cause as Error).message}); rerun once it is up or stopped.`,
+        `idlease serve at ${serve.url} holds the embedded database but did not answer ${late ? `within ${request.waitMs / 1000} s` : `(${(cause as Error).message})`}; rerun once it is up or stopped${late ? ' (--wait <seconds> waits longer)' : ''}.`,
         { cause },
       );
     }

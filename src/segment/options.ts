@@ -121,9 +121,14 @@ export function validateTagText(tag: string, what = 'tag'): string {
   return tag;
 }
 
+/**
+ * A tag option checked: not a string is the program's mistake (BAD_CONFIG); a string that is no
+ * tag — too long, empty, invisible characters — is BAD_ARGUMENT like every other tag error,
+ * however it arrived (a 129-character tag was BAD_CONFIG, a tag with a control character BAD_ARGUMENT).
+ */
 export function validateTag(tag: unknown, what = 'tag'): string {
-  if (typeof tag !== 'string' || tag.length < 1 || tag.length > MAX_TAG_LENGTH) {
-    const got = JSON.stringify(typeof tag === 'string' ? tag.slice(0, 40) : tag);
+  if (typeof tag !== 'string') {
+    const got = JSON.stringify(tag);
     throw new IdleaseError(
       'BAD_CONFIG',
       `${what} must be a string of 1 to ${MAX_TAG_LENGTH} printable characters, got ${got}. Example: tag: 'order'.`,

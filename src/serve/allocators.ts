@@ -72,28 +72,31 @@ export class ServeAllocators {
     return s;
   }
 
-  snowflakeAllocator(): Promise<SnowflakeAllocator> {
-    if (!this.snowflake) {
-      const a = createSnowflakeAllocator({
-        knex: this.o.knex,
-        group: this.o.snowflakeGroup ?? 'serve',
-        ...(this.o.schema === undefined ? {} : { schema: this.o.schema }),
-      });
-      // The first next() claims the worker id: a missing table or no free id is reported to this
-      // request, and the next request tries afresh.
-      this.snowflake = a.next().then(
-        () => {
-          collectMetrics(this.o.registry, a);
-          return a;
-        },
-        async (err: unknown) => {
-          this.snowflake = undefined;
-          await a.close().catch(() => undefined);
-          throw err;
-        },
-      );
-    }
-    return this.snowflake;
+  /**
+   * The next snowflake ID. The first call claims the worker id, and the ID that claim draws is
+   * this request's answer (it was once drawn and thrown away, yet counted as issued): a missing
+   * table or no free id is reported to this request, and the next request tries afresh.
+   */
+  nextSnowflake(): Promise<bigint> {
+    if (this.snowflake) return this.snowflake.then((a) => a.next());
+    const a = createSnowflakeAllocator({
+      knex: this.o.knex,
+      group: this.o.snowflakeGroup ?? 'serve',
+      ...(this.o.schema === undefined ? {} : { schema: this.o.schema }),
+    });
+    const first = a.next();
+    this.snowflake = first.then(
+      () => {
+        collectMetrics(this.o.registry, a);
+        return a;
+      },
+      async (err: unknown) => {
+        this.snowflake = undefined;
+        await a.close().catch(() => undefined);
+        throw err;
+      },
+    );
+    return this.snowflake.then(() => first);
   }
 
   /** Close every allocator (each segment allocator gives its unused tail back). */

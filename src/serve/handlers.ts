@@ -32,7 +32,7 @@ export interface HandlerDeps {
   /** /readyz's status and body (`full`: the caller may see the details). */
   readiness(full: boolean): Promise<{ status: number; body: unknown }>;
   /** /metrics's body and content type. */
-  metrics(): Promise<{ body: string; contentType: string }>;
+  metrics(): Promise<{ body: Buffer; contentType: string }>;
 }
 
 type Handler = (d: HandlerDeps, ctx: RouteContext) => Promise<void>;
@@ -42,14 +42,14 @@ const segmentNext: Handler = async (d, { res, params }) => {
 };
 
 const snowflakeNext: Handler = async (d, { res }) => {
-  sendText(res, String(await (await d.allocators.snowflakeAllocator()).next()));
+  sendText(res, String(await d.allocators.nextSnowflake()));
 };
 
-const segmentIds: Handler = async (d, { req, res, params, query }) => {
+const segmentIds: Handler = async (d, { req, res, params, query, credential }) => {
   const tag = params.tag!;
   const n = intParam(query, 'n', 1, d.maxBatch);
   if (queryParam(query, 'create') === '1') {
-    if (!d.auth.mayCreate(req))
+    if (!d.auth.mayCreate(credential))
       throw new HttpError(
         403,
         'FORBIDDEN',
@@ -59,6 +59,7 @@ const segmentIds: Handler = async (d, { req, res, params, query }) => {
   }
   const allocator = await d.allocators.tags.allocatorFor(tag);
   await d.turn(req, n);
+  res.setHeader('cache-control', 'no-store'); // IDs: never from a cache (http.ts sendText)
   sendIdRanges(res, await allocator.nextRanges(n));
 };
 
@@ -80,6 +81,7 @@ const segmentLease: Handler = async (d, { res, params, query }) => {
   if (r.kind === 'full')
     throw new IdleaseError('EXHAUSTED', `Tag ${JSON.stringify(tag)} cannot lease ${step} more IDs below 2^63−1 (max_id ${r.maxId}).`);
   d.allocators.tags.countRemoteLease(tag, step);
+  res.setHeader('cache-control', 'no-store');
   sendJson(res, 200, { start: (r.end - BigInt(step) + 1n).toString(), end: r.end.toString() });
 };
 
@@ -91,6 +93,7 @@ const redisIds: Handler = async (d, { req, res, params, query }) => {
   const n = intParam(query, 'n', 1, d.maxBatch);
   const sequence = await d.allocators.sequenceFor(params.tag!);
   await d.turn(req, n);
+  res.setHeader('cache-control', 'no-store');
   sendIds(res, await sequence.nextBatch(n));
 };
 
@@ -99,14 +102,16 @@ const healthz: Handler = async (_d, { res }) => {
   sendJson(res, 200, { status: 'ok' });
 };
 
-const readyz: Handler = async (d, { req, res }) => {
-  const r = await d.readiness(d.auth.required ? d.auth.authorized(req) : true);
+// The fuller body only for the right token; a wrong one is counted and limited as on /api, so this
+// open route is no faster oracle for guessing than /api is.
+const readyz: Handler = async (d, { req, res, credential }) => {
+  const r = await d.readiness(d.auth.fuller(req, credential));
   sendJson(res, r.status, r.body);
 };
 
 const metrics: Handler = async (d, { res }) => {
   const { body, contentType } = await d.metrics();
-  res.writeHead(200, { 'content-type': contentType, 'content-length': Buffer.byteLength(body) });
+  res.writeHead(200, { 'content-type': contentType, 'content-length': body.length });
   res.end(body);
 };
 

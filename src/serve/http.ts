@@ -9,8 +9,9 @@ import type { Duplex } from 'node:stream';
 import { IdleaseError } from '../errors.js';
 import type { IdRange } from '../segment/types.js';
 
+/** One ID as text. No answer carrying IDs may be cached: a cache between client and server would hand the same ID out again. */
 export function sendText(res: http.ServerResponse, body: string): void {
-  res.writeHead(200, { 'content-type': 'text/plain', 'content-length': body.length });
+  res.writeHead(200, { 'content-type': 'text/plain', 'content-length': body.length, 'cache-control': 'no-store' });
   res.end(body);
 }
 

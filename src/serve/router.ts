@@ -6,13 +6,15 @@
 import type http from 'node:http';
 import { IdleaseError } from '../errors.js';
 import { validateTagText } from '../segment/options.js';
-import type { Access } from './auth.js';
+import type { Access, Credential } from './auth.js';
 
 export interface RouteContext {
   readonly req: http.IncomingMessage;
   readonly res: http.ServerResponse;
   readonly params: Readonly<Record<string, string>>;
   readonly query: string;
+  /** What the request's Authorization is, found once before routing (auth.ts). */
+  readonly credential: Credential;
 }
 
 export interface Route {

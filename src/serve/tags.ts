@@ -36,6 +36,14 @@ export class ServedTags {
   readonly allocators = new Map<string, SegmentAllocator>();
   readonly countRemoteLease: (tag: string, ids: number) => void;
   private known = new Set<string>();
+  /**
+   * Tags this server is creating or created (?create=1): counted against --max-tags from the
+   * moment the quota is checked, before the insert is awaited — 600 concurrent creates once all
+   * passed a check of a count that moved only after each insert — and kept through a re-read of
+   * the tag list that started before an insert committed.
+   */
+  private readonly creating = new Map<string, Promise<void>>();
+  private readonly created = new Set<string>();
   private knownAt = 0;
   private refreshing: Promise<void> | undefined;
   closing = false;
@@ -53,7 +61,7 @@ export class ServedTags {
     this.refreshing ??= (async () => {
       try {
         const rows = await listTags(this.o.knex, { table: this.o.table, schema: this.o.schema });
-        this.known = new Set(rows.map((r) => r.tag).filter((t) => this.served(t)));
+        this.known = new Set([...rows.map((r) => r.tag).filter((t) => this.served(t)), ...this.created]);
         this.knownAt = Date.now();
         if (!this.closing) for (const tag of this.known) this.allocatorOf(tag);
       } finally {
@@ -104,16 +112,29 @@ export class ServedTags {
   }
 
   /** Add a missing served tag (only for callers the auth check allowed to). */
-  async create(tag: string, start: string | undefined, step: string | undefined): Promise<void> {
-    if (this.known.has(tag) || !this.served(tag)) return;
+  create(tag: string, start: string | undefined, step: string | undefined): Promise<void> {
+    if (this.known.has(tag) || !this.served(tag)) return Promise.resolve();
+    // The same tag asked for at once is one insert, one slot.
+    const pending = this.creating.get(tag);
+    if (pending) return pending;
     const max = this.o.maxTags ?? DEFAULT_MAX_TAGS;
+    const count = this.known.size + this.creating.size;
     // Rows are permanent and every one is loaded at each start: an HTTP client may not add them without end.
-    if (this.known.size >= max)
-      throw new HttpError(
-        403,
-        'TAG_QUOTA',
-        `This server already has ${this.known.size} tags (--max-tags ${max}); no more are created over HTTP. Add one with \`${this.o.adminCommand ?? 'idlease'} tag add ${shellWord(tag)}\` (with the --url this server was started with), or restart with a higher --max-tags.`,
+    if (count >= max)
+      return Promise.reject(
+        new HttpError(
+          403,
+          'TAG_QUOTA',
+          `This server already has ${count} tags (--max-tags ${max}); no more are created over HTTP. Add one with \`${this.o.adminCommand ?? 'idlease'} tag add ${shellWord(tag)}\` (with the --url this server was started with), or restart with a higher --max-tags.`,
+        ),
       );
+    // Checked and reserved in one synchronous step: no await between them.
+    const insert = this.insert(tag, start, step).finally(() => this.creating.delete(tag));
+    this.creating.set(tag, insert);
+    return insert;
+  }
+
+  private async insert(tag: string, start: string | undefined, step: string | undefined): Promise<void> {
     if (start !== undefined && (!/^\d{1,19}$/.test(start) || BigInt(start) < 1n || BigInt(start) > MAX_INT64))
       throw new IdleaseError('BAD_ARGUMENT', `?start= must be an integer from 1 to 2^63−1, got ${JSON.stringify(start.slice(0, 40))}.`);
     let stepValue: number | undefined;
@@ -132,6 +153,9 @@ export class ServedTags {
       ...(start === undefined ? {} : { start }),
       ...(stepValue === undefined ? {} : { step: stepValue }),
     });
+    // Moved from the reserved slots to the known tags in one step: counted once, never twice.
+    this.creating.delete(tag);
+    this.created.add(tag);
     this.known.add(tag);
   }
 

@@ -150,7 +150,9 @@ describe('item 7: hints start with the invocation the user typed and carry their
 
 describe('item 8: CLI words in CLI errors', () => {
   it.each([
-    [['next', ''], /BAD_CONFIG: A tag is 1 to 128 printable characters/],
+    [['next', ''], /BAD_ARGUMENT: The tag "" must be 1 to 128 characters long, got 0/],
+    [['next', 'x'.repeat(129)], /BAD_ARGUMENT: The tag "x{40}" must be 1 to 128 characters long, got 129/],
+    [['tag', 'add', 'x'.repeat(129)], /BAD_ARGUMENT: The tag "x{40}" must be 1 to 128 characters long, got 129/],
     [['snowflake', 'next', '--group', ''], /BAD_CONFIG: --group must be 1 to 128 characters/],
     [['tag', 'bump'], /BAD_ARGUMENT: give a tag or --all/],
     [['next', 'order', '--step', '0'], /BAD_ARGUMENT: .*--step must be a positive integer/],

@@ -225,4 +225,28 @@ describe('auth that cannot turn itself off (the CLI)', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it('idlease --wait 2 next beside a paused serve on the embedded database gives up after 2 s (DB_UNAVAILABLE), not 30', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'idlease-hard-'));
+    const url = `pglite:${path.join(dir, 'db')}`;
+    const serve = await startServe(url);
+    try {
+      expect((await runCli(['--url', url, 'next', 'order'])).stdout.trim()).toBe('1');
+      serve.child.kill('SIGSTOP');
+      const t0 = performance.now();
+      const r = await runCli(['--url', url, '--wait', '2', 'next', 'order'], { timeoutMs: 60_000 });
+      const seconds = (performance.now() - t0) / 1000;
+      serve.child.kill('SIGCONT');
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toMatch(/^idlease: DB_UNAVAILABLE: idlease serve at .* did not answer within 2 s/);
+      // 2 s of waiting and the CLI's own start, far from the 30 s it used to take.
+      expect(seconds).toBeLessThan(15);
+      // Resumed, the server answers the request the CLI gave up on: that ID is skipped, never repeated.
+      expect(BigInt((await runCli(['--url', url, 'next', 'order'])).stdout.trim())).toBeGreaterThan(1n);
+    } finally {
+      serve.child.kill('SIGCONT');
+      await serve.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });

@@ -123,12 +123,19 @@ describe('options', () => {
     [{ redis, tag: 'x', store, keyPrefix: 5 }, /keyPrefix/],
     [{ redis, tag: 'x', store, onEvent: 1 }, /onEvent/],
     [{ redis, tag: 'x', store, redisUrl: 'redis://' }, /unknown option "redisUrl"/],
-    [{ redis, tag: '', store }, /tag must be/],
+    [{ redis, tag: 7, store }, /tag must be/],
     [{ redis, tag: 'x', store }, /with `store` needs `owner`/],
     [{ redis, tag: 'x', store, owner: '' }, /owner must be/],
   ])('refused with BAD_CONFIG: %#', (options, message) => {
     expect(() => resolveRedisSequenceOptions(options as never)).toThrow(
       expect.objectContaining({ code: 'BAD_CONFIG', message: expect.stringMatching(message) }),
     );
+  });
+
+  it('a string that is no tag (empty, 129 characters) is BAD_ARGUMENT, as every tag error is', () => {
+    for (const tag of ['', 'x'.repeat(129)])
+      expect(() => resolveRedisSequenceOptions({ redis, tag, store } as never)).toThrow(
+        expect.objectContaining({ code: 'BAD_ARGUMENT', message: expect.stringMatching(/must be 1 to 128 characters long/) }),
+      );
   });
 });

@@ -251,8 +251,7 @@ describe('segment allocator against an in-memory store (property)', () => {
   it('validates options with BAD_CONFIG', () => {
     const store = new MemoryStore();
     for (const bad of [
-      { tag: '' },
-      { tag: 'x'.repeat(129) },
+      { tag: 7 },
       { tag: 't', minStep: 0 },
       { tag: 't', minStep: 10, maxStep: 5 },
       { tag: 't', maxStep: 2 ** 31 },
@@ -267,6 +266,9 @@ describe('segment allocator against an in-memory store (property)', () => {
       );
     }
     expect(() => createSegmentAllocator({ tag: 't' })).toThrow(expect.objectContaining({ code: 'BAD_CONFIG' }));
+    // A string that is no tag is BAD_ARGUMENT, whatever is wrong with it (its length included).
+    for (const tag of ['', 'x'.repeat(129), 'or\u0000der'])
+      expect(() => createSegmentAllocator({ store, tag }), JSON.stringify(tag)).toThrow(expect.objectContaining({ code: 'BAD_ARGUMENT' }));
   });
 
   it('close() gives the unused tail back so a restart continues without a gap, but never past a later lease', async () => {
