@@ -223,10 +223,10 @@ export function parseRedisTarget(url: string): RedisTarget {
       'BAD_CONFIG',
       `${redact(url)} is not a Redis URL: give redis://host:6379 (rediss:// for TLS, redis+cluster://h1:p1,h2:p2 for a Redis Cluster) with --redis-url, --redis-url-file or $IDLEASE_REDIS_URL.`,
     );
-  refuseStrayAt(url, 'Redis URL');
   refuseBadEscapes(url, 'Redis URL');
   const scheme = m[1]!.toLowerCase();
   if (m[2] === undefined) {
+    refuseStrayAt(url, 'Redis URL');
     const { url: one, ca } = redisTls(url);
     return { cluster: false, nodes: [one], tls: scheme === 'rediss', ...(ca === undefined ? {} : { ca }) };
   }
@@ -253,6 +253,9 @@ export function parseRedisTarget(url: string): RedisTarget {
   let username: string | undefined;
   let password: string | undefined;
   for (const [i, h] of hosts.entries()) {
+    // Each node as a URL of its own: a cluster URL as a whole is no URL the parser reads (its
+    // host is a list), so a stray @ is looked for node by node.
+    refuseStrayAt(`${scheme}://${userinfo}${h}${query}`, 'Redis URL');
     let parsed: URL;
     try {
       parsed = new URL(`${scheme}://${userinfo}${h}${query}`);

@@ -23,6 +23,7 @@ import { clockStep, type ClockStep } from '../helpers/clock-step.js';
 import { startHaProcess, startHaWorker, type Launch } from '../helpers/ha-workers.js';
 import { startRedis } from '../helpers/redis.js';
 import { startRedisWorker } from '../helpers/redis-workers.js';
+import { startTcpSwitch } from '../helpers/tcp-switch.js';
 import { startMariadb, startPostgres } from '../helpers/servers.js';
 import { checkStreams, readStream, type SpaceReport } from './check.js';
 import { FAULT_KINDS, scheduleFor, type Fault, type FaultKind } from './schedule.js';
@@ -79,10 +80,14 @@ export async function runChaos(o: { seed: number; seconds: number; log?: (line: 
     // Three ticket servers: increment 3, offsets 1, 2, 3.
     ...[1, 2, 3].map((i) => startMariadb([`--server-id=${50 + i}`])),
   ]);
-  const urls = { pg: pg.url, mariadb: maria.url };
+  // The workers reach each database through a switch that can cut the link silently (cut-link);
+  // admin commands go straight to the server.
+  const links = { pg: await startTcpSwitch(pg.port), mariadb: await startTcpSwitch(maria.port) };
+  const via = (url: string, port: number) => url.replace(/:\d+\//, `:${port}/`);
+  const urls = { pg: via(pg.url, links.pg.port), mariadb: via(maria.url, links.mariadb.port) };
   const admin = {
-    pg: connect(urls.pg, { poolMax: 1, connectTimeoutMs: 1_000 }),
-    mariadb: connect(urls.mariadb, { poolMax: 1, connectTimeoutMs: 1_000 }),
+    pg: connect(pg.url, { poolMax: 1, connectTimeoutMs: 1_000 }),
+    mariadb: connect(maria.url, { poolMax: 1, connectTimeoutMs: 1_000 }),
   };
   const workers: Worker[] = [];
   const live = new Set<Worker>();
@@ -228,6 +233,13 @@ export async function runChaos(o: { seed: number; seconds: number; log?: (line: 
           clock.set(0);
           return;
         }
+        case 'cut-link': {
+          const heal = pickOf([links.pg, links.mariadb]).cut();
+          ends.push(f.atMs + f.forMs);
+          await sleep(f.forMs);
+          heal();
+          return;
+        }
         case 'kill-server': {
           const server = pickOf([pg, maria, ...ticketServers]);
           ends.push(f.atMs + f.forMs);
@@ -324,7 +336,7 @@ export async function runChaos(o: { seed: number; seconds: number; log?: (line: 
   } finally {
     for (const t of timers) clearTimeout(t);
     for (const w of live) w.child.kill('SIGKILL');
-    await Promise.allSettled([admin.pg.destroy(), admin.mariadb.destroy()]);
+    await Promise.allSettled([admin.pg.destroy(), admin.mariadb.destroy(), links.pg.close(), links.mariadb.close()]);
     await Promise.allSettled([pg.destroy(), maria.destroy(), redis.destroy(), ...ticketServers.map((t) => t.destroy())]);
     rmSync(dir, { recursive: true, force: true });
   }

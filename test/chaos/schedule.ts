@@ -14,6 +14,7 @@ export const FAULT_KINDS = [
   'set-step', // an admin command beside the allocators: the tag's step changed
   'bump', // an admin command: the tag's row bumped past what was leased
   'clock-shift', // a snowflake worker restarted with its wall clock ±3 s off, stepped back later
+  'cut-link', // the workers' link to PostgreSQL or MariaDB cut silently for seconds, then healed
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
@@ -41,7 +42,7 @@ export function seededRandom(seed: number): () => number {
 }
 
 /**
- * Faults every 2.5–6.5 s from 4 s in until 8 s before the end (the end is left for recovery, so
+ * Faults every 2–4.5 s from 4 s in until 8 s before the end (the end is left for recovery, so
  * the checker can see every mechanism issuing again). Every kind comes up at least once in a run
  * long enough for as many faults, in an order the seed shuffles.
  */
@@ -50,7 +51,7 @@ export function scheduleFor(seed: number, seconds: number): Fault[] {
   const faults: Fault[] = [];
   const endMs = seconds * 1000 - 8_000;
   let kinds: FaultKind[] = [];
-  for (let at = 4_000; at < endMs; at += 2_500 + Math.floor(random() * 4_000)) {
+  for (let at = 4_000; at < endMs; at += 2_000 + Math.floor(random() * 2_500)) {
     if (kinds.length === 0) {
       kinds = [...FAULT_KINDS];
       for (let i = kinds.length - 1; i > 0; i--) {

@@ -27,9 +27,11 @@ const SPELLINGS = [
   'Hq7v:Mx3pZk9w', // :
   '1234?Hq7vMx3pZk9w', // digits then ? (read as a port)
   'Hq7v@Mx3p/Zk9w', // @ and /
-  'Hq7v%40Mx3p%2FZk9w', // encoded as it should be
+  'Hq7v%40Mx3p%2FZk9w', // encoded as it should be (ENCODED)
   ':Hq7vMx3p@Zk9w', // a leading :
 ];
+
+const ENCODED = 'Hq7v%40Mx3p%2FZk9w';
 
 type Kind = 'postgres' | 'mysql' | 'redis' | 'redis+cluster';
 const KINDS: Kind[] = ['postgres', 'mysql', 'redis', 'redis+cluster'];
@@ -99,6 +101,8 @@ it('11 password spellings × 4 URL kinds × 3 hosts × plain, --json, --verbose:
       if (c.password.includes('%zz') || /%(?![0-9a-f]{2})/i.test(c.password)) {
         expect(r.err, `${what}: ${out}`).toMatch(/BAD_CONFIG/);
       }
+      // A password encoded as it should be is read, never refused for its form.
+      if (c.password === ENCODED) expect(r.err, `${what}: ${out}`).not.toMatch(/percent-encode|holds an @|starts no percent-escape/);
     });
   }
   console.log(`URL matrix: ${cases.length} cases, ${found.length} leaks, ${internal} INTERNAL`);
