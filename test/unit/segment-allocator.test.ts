@@ -5,19 +5,10 @@ import { isIdleaseError } from '../../src/errors.js';
 import { MAX_INT64 } from '../../src/ids.js';
 import { MemoryStore } from './segment-memory-store.js';
 import { createFakeClock } from './fake-clock.js';
+import { seededRandom } from '../chaos/schedule.js';
 
-/** Deterministic random numbers from a fast-check seed. */
-function rng(seed: number): () => number {
-  let s = seed >>> 0 || 1;
-  return () => {
-    s ^= s << 13;
-    s >>>= 0;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    s >>>= 0;
-    return s / 2 ** 32;
-  };
-}
+/** Deterministic random numbers from a fast-check seed (the chaos run's generator). */
+const rng = seededRandom;
 
 type Op =
   | { k: 'next'; who: number; count: number }
