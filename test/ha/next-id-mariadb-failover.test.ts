@@ -98,6 +98,10 @@ function rebuildReplica(target: number, source: number): void {
     { maxBuffer: 1 << 30 },
   );
   execFileSync('mariadb', ['-h127.0.0.1', `-P${target}`, '-uroot'], { input: dump, maxBuffer: 1 << 30 });
+  // A dump restores the ticker ENABLED, and an enabled ticker makes a promoted server home by
+  // itself: leave it as replication leaves an event (SLAVESIDE_DISABLED), so that only the
+  // failover manager of the run (or nobody) enables it.
+  sql(target, 'SET sql_log_bin = 0; ALTER EVENT test.idlease_next_id_tick DISABLE ON SLAVE;');
   sql(
     target,
     `CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=${source}, MASTER_USER='root', MASTER_PASSWORD='', MASTER_USE_GTID=slave_pos; START SLAVE;`,
