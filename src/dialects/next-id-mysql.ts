@@ -370,6 +370,11 @@ export async function mysqlNextIdNow(db: SqlExecutor, s: MysqlNextIdState): Prom
   };
 }
 
+/** This server's @@GLOBAL.server_id (a 32-bit server number, not an ID: a JS number holds it exactly). */
+export async function mysqlServerId(db: SqlExecutor): Promise<number> {
+  return Number((await db.run('SELECT @@GLOBAL.server_id', [])).rows[0]?.[0]);
+}
+
 /** Make this server home (the procedure the ticker calls): a no-op at home or on a read-only server. */
 export async function rehomeMysqlNextId(db: SqlExecutor): Promise<void> {
   await db.run(`CALL ${q(MYSQL_NEXT_ID_REHOME)}()`, []);

@@ -8,6 +8,7 @@ import {
   mysqlNextIdAttached,
   mysqlNextIdDdl,
   mysqlNextIdExpression,
+  mysqlServerId,
   raiseMysqlNextIdSequence,
   readMysqlNextIdState,
   rehomeMysqlNextId,
@@ -194,7 +195,7 @@ function mysqlNextIdMigrations(opts: ResolvedNextId): IdleaseMigration[] {
         const db = knexExecutor(knex);
         await runAll(knex, ddl.up);
         const before = await readMysqlNextIdState(db);
-        const here = Number((await db.run('SELECT @@GLOBAL.server_id', [])).rows[0]?.[0]);
+        const here = await mysqlServerId(db);
         await rehomeMysqlNextId(db);
         const state = await readMysqlNextIdState(db);
         if (state === undefined) return;

@@ -24,6 +24,7 @@ import {
   mysqlNextIdAttached,
   mysqlNextIdExpression,
   mysqlNextIdNow,
+  mysqlServerId,
   readMysqlNextIdState,
   rehomeMysqlNextId,
   setMysqlColumnDefault,
@@ -188,8 +189,7 @@ export async function attachNextId(db: KnexOrPool, options: AttachNextIdOptions)
       column,
       shape && { bigint: shape.dataType === 'bigint', auto: shape.extra.includes('auto_increment'), generated: shape.generated },
     );
-    const here = Number((await exec.run('SELECT @@GLOBAL.server_id', [])).rows[0]?.[0]);
-    if (here !== state.homeServerId) state = await moveHome(exec);
+    if ((await mysqlServerId(exec)) !== state.homeServerId) state = await moveHome(exec);
     const expression = mysqlNextIdExpression(state);
     await setMysqlColumnDefault(exec, t.name, column, expression);
     return Object.freeze({ table: t.text, column, expression });
