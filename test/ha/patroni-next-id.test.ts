@@ -12,6 +12,7 @@ import { afterEach, expect, it } from 'vitest';
 import { connect } from '../../src/connect.js';
 import { migrate } from '../../src/migrations/migrate.js';
 import { attachNextId } from '../../src/next-id/attach.js';
+import { checkStreams } from '../chaos/check.js';
 import { startPatroniCluster, type PatroniCluster, type PatroniNode } from '../helpers/patroni.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -96,12 +97,7 @@ it('two leader crashes in a row, each losing 2 s of draws, nobody acting: 0 repe
   stopping = true;
   await Promise.all(writers.map((w) => w.done));
   const all = writers.flatMap((w) => w.given);
-  const seen = new Set<bigint>();
-  let repeats = 0;
-  for (const id of all) {
-    if (seen.has(id)) repeats++;
-    seen.add(id);
-  }
+  const { repeats } = checkStreams([{ space: 'ids', name: 'writers', ids: BigInt64Array.from(all), ordered: false }])[0]!;
   const why = `${all.length} IDs, ${repeats} repeats; ${log.join('; ')}`;
   console.log(`next_id() through two Patroni failovers: ${why}`);
   expect(repeats, why).toBe(0);
