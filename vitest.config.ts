@@ -33,6 +33,8 @@ const FAILOVERS = [
   'test/ha/pgbouncer.test.ts',
   // A hand-made row on a promoted PostgreSQL standby (two private servers, seconds).
   'test/ha/hand-row-standby.test.ts',
+  // Two promotions in a row, the second losing the first one's jump (three private servers, seconds).
+  'test/ha/pg-two-promotions.test.ts',
   'test/redis/redis-db-failover.test.ts',
   'test/integration/next-id-crash.test.ts',
   'test/package/pack-install.test.ts',

@@ -58,6 +58,19 @@ const INSTANCE: PerDialect<string> = {
   postgres: `CASE WHEN version() LIKE '%PGlite%' THEN '${PGLITE_INSTANCE}' ELSE 'pg:' || (SELECT system_identifier::text FROM pg_control_system()) || ':' || ${PG_TIMELINE} END`,
 };
 
+/**
+ * How many promotions lie between the instance that served a row last and this one, for the jump
+ * (segments.ts PG_HOPS does the same in SQL): PostgreSQL timelines count them, at least 1 and at most
+ * 1,000; anything else (MariaDB server_ids, which have no order; a row from before the fence) is 1.
+ */
+export function instanceHops(from: string | null, here: string): number {
+  const timeline = (instance: string | null) =>
+    instance !== null && /^pg:tl[0-9A-Fa-f]{8}$/.test(instance) ? parseInt(instance.slice(5), 16) : undefined;
+  const a = timeline(from);
+  const b = timeline(here);
+  return a === undefined || b === undefined ? 1 : Math.min(1_000, Math.max(1, b - a));
+}
+
 const LEASE_INSTANCE: PerDialect<string> = {
   mysql: `IF(@@global.wsrep_on = 1, CONCAT('galera:', @@global.wsrep_cluster_name), CONCAT('mariadb:', @@server_id))`,
   // PGlite has a timeline too (always 1: nothing promotes it), so it needs no case of its own here.

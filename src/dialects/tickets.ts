@@ -29,7 +29,7 @@ import { type Flavor, isPostgres, namedSchema, ownObject, ownObjectName, ownSche
 import type { SqlExecutor, SqlResult } from './sql.js';
 import { IdleaseError } from '../errors.js';
 import { toBigInt } from '../ids.js';
-import { leaseInstanceExpression } from './instance.js';
+import { instanceHops, leaseInstanceExpression } from './instance.js';
 import { DEFAULT_FAILOVER_GAP } from '../failover-gap.js';
 
 export const TICKET_TABLE_PREFIX = 'idlease_tickets_';
@@ -228,9 +228,11 @@ export const needsFailoverFence = (scheme: TicketScheme): boolean => scheme.here
 /**
  * The smallest value ≥ the next-but-one multiple of `gap` above `highest` that is ≡ offset (mod
  * increment): a jump of at least the gap that keeps the server's residue, round for a person reading IDs.
+ * `hops` more than one (PostgreSQL timelines passed since the row's instance: instanceHops) puts it
+ * that many gaps further, past a jump an earlier promotion made and this copy never received.
  */
-export function failoverTarget(highest: bigint, gap: bigint, pair: TicketPair): bigint {
-  const base = (highest / gap + 2n) * gap;
+export function failoverTarget(highest: bigint, gap: bigint, pair: TicketPair, hops = 1): bigint {
+  const base = (highest / gap + 1n + BigInt(hops)) * gap;
   const inc = BigInt(pair.increment);
   const off = BigInt(pair.offset) % inc;
   return base + ((off - (base % inc) + inc) % inc);
@@ -253,7 +255,12 @@ export async function fenceFailover(db: SqlExecutor, ref: TicketRef): Promise<bo
       // Where draws are held by the table's lock it is taken here; else the row's, read FOR UPDATE.
       const scheme = await readScheme(tx, ref, !(await counter.holdDraws(tx, schemes)));
       if (!needsFailoverFence(scheme)) return false;
-      const target = failoverTarget(await highestIssued(tx, ref), scheme.failoverGap ?? DEFAULT_FAILOVER_GAP, scheme);
+      const target = failoverTarget(
+        await highestIssued(tx, ref),
+        scheme.failoverGap ?? DEFAULT_FAILOVER_GAP,
+        scheme,
+        instanceHops(scheme.instance ?? null, scheme.here!),
+      );
       await counter.jumpTo(tx, obj, target);
       await tx.run(`UPDATE ${schemes} SET instance = ?, jumps = jumps + 1, jumped_at = ${now(flavor)} WHERE sequence_name = ?`, [
         scheme.here!,

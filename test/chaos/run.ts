@@ -4,8 +4,9 @@
  * ids leased on PostgreSQL), the Redis sequence (windows leased from PostgreSQL), next_id()
  * (inserts into an attached column on PostgreSQL and on MariaDB), tickets (three MariaDB ticket
  * servers at increment 3) — while the
- * seed's schedule (schedule.ts) kills, pauses and freezes them and their servers, wipes Redis and
- * runs admin commands beside them. Every ID a worker was given is in its file; the checker
+ * seed's schedule (schedule.ts) kills, pauses and freezes them and their servers, fails PostgreSQL
+ * (a streaming standby) and MariaDB (two GTID replicas) over twice in a row losing writes each
+ * time, wipes Redis and runs admin commands beside them. Every ID a worker was given is in its file; the checker
  * (check.ts) counts repeats and order violations per ID space, and the run measures, for every
  * fault, how long until every space issued again. Used by test/chaos/chaos.test.ts (one short
  * seed in CI) and `npm run chaos -- --seeds 1,2,3 --seconds 60` (soaks).
@@ -24,7 +25,9 @@ import { startHaProcess, startHaWorker, type Launch } from '../helpers/ha-worker
 import { startRedis } from '../helpers/redis.js';
 import { startRedisWorker } from '../helpers/redis-workers.js';
 import { startTcpSwitch } from '../helpers/tcp-switch.js';
-import { startMariadb, startPostgres } from '../helpers/servers.js';
+import { startMariadb, startPostgres, type PostgresInstance, type ServerInstance } from '../helpers/servers.js';
+import { mariadbSql, promoteLosingWrites, rebuildReplica } from '../helpers/mariadb-replicas.js';
+import { promotePgLosingWrites, startStandby } from '../helpers/pg-replicas.js';
 import { checkStreams, readStream, type SpaceReport } from './check.js';
 import { FAULT_KINDS, scheduleFor, type Fault, type FaultKind } from './schedule.js';
 
@@ -66,28 +69,49 @@ export async function runChaos(o: { seed: number; seconds: number; log?: (line: 
   const log = o.log ?? (() => undefined);
   const schedule = scheduleFor(o.seed, o.seconds);
   const dir = mkdtempSync(path.join(tmpdir(), `idlease-chaos-${o.seed}-`));
-  const [pg, maria, redis, ...ticketServers] = await Promise.all([
+  const [firstPg, redis, ...mariadbs] = await Promise.all([
     startPostgres(),
-    // next_id() on MariaDB needs its ticker (the event scheduler) and a ROW binary log.
-    startMariadb([
-      '--server-id=41',
-      '--innodb-lock-wait-timeout=5',
-      '--event-scheduler=ON',
-      '--log-bin=mariadb-bin',
-      '--binlog-format=ROW',
-    ]),
     startRedis('none'),
+    // A primary and two replicas: next_id() on MariaDB needs its ticker (the event scheduler) and
+    // a ROW binary log; GTID replication with log-slave-updates, so any of them can be promoted.
+    ...[41, 42, 43].map((id) =>
+      startMariadb([
+        `--server-id=${id}`,
+        '--innodb-lock-wait-timeout=5',
+        '--event-scheduler=ON',
+        '--log-bin=mariadb-bin',
+        '--binlog-format=ROW',
+        '--log-slave-updates',
+      ]),
+    ),
     // Three ticket servers: increment 3, offsets 1, 2, 3.
     ...[1, 2, 3].map((i) => startMariadb([`--server-id=${50 + i}`])),
   ]);
-  // The workers reach each database through a switch that can cut the link silently (cut-link);
-  // admin commands go straight to the server.
-  const links = { pg: await startTcpSwitch(pg.port), mariadb: await startTcpSwitch(maria.port) };
+  const maria = mariadbs.slice(0, 3);
+  const ticketServers = mariadbs.slice(3);
+  // Who is primary now: the failovers move it, the faults that hit "the server" hit it.
+  const primary: { pg: PostgresInstance; mariadb: ServerInstance } = { pg: firstPg, mariadb: maria[0]! };
+  let pgStandby: PostgresInstance | undefined;
+  // Everyone reaches each database through a switch standing in for a VIP, moved at a failover;
+  // the workers' switch can also cut the link silently (cut-link), the admin commands' is never cut.
+  const links = { pg: await startTcpSwitch(firstPg.port), mariadb: await startTcpSwitch(maria[0]!.port) };
+  const adminLinks = { pg: await startTcpSwitch(firstPg.port), mariadb: await startTcpSwitch(maria[0]!.port) };
   const via = (url: string, port: number) => url.replace(/:\d+\//, `:${port}/`);
-  const urls = { pg: via(pg.url, links.pg.port), mariadb: via(maria.url, links.mariadb.port) };
+  const urls = { pg: via(firstPg.url, links.pg.port), mariadb: via(maria[0]!.url, links.mariadb.port) };
   const admin = {
-    pg: connect(pg.url, { poolMax: 1, connectTimeoutMs: 1_000 }),
-    mariadb: connect(maria.url, { poolMax: 1, connectTimeoutMs: 1_000 }),
+    pg: connect(via(firstPg.url, adminLinks.pg.port), { poolMax: 1, connectTimeoutMs: 1_000 }),
+    mariadb: connect(via(maria[0]!.url, adminLinks.mariadb.port), { poolMax: 1, connectTimeoutMs: 1_000 }),
+  };
+  const moveVip = (engine: 'pg' | 'mariadb', port: number) => {
+    links[engine].pointTo(port);
+    adminLinks[engine].pointTo(port);
+  };
+  // Faults on one engine's servers run one after another (a freeze does not land mid-failover).
+  const engineLocks = { pg: Promise.resolve(), mariadb: Promise.resolve() };
+  const onEngine = (engine: 'pg' | 'mariadb', fn: () => Promise<void>): Promise<void> => {
+    const run = engineLocks[engine].then(fn);
+    engineLocks[engine] = run.catch(() => undefined);
+    return run;
   };
   const workers: Worker[] = [];
   const live = new Set<Worker>();
@@ -102,6 +126,10 @@ export async function runChaos(o: { seed: number; seconds: number; log?: (line: 
       await attachNextId(db, { table: 'chaos_ids' });
     }
     await addTag(admin.pg, { tag: 'chaos-redis', step: 50 });
+    pgStandby = await startStandby(firstPg.port);
+    await rebuildReplica(maria[1]!.port, maria[0]!.port);
+    await rebuildReplica(maria[2]!.port, maria[0]!.port);
+    // The primary's ticker runs (attach enabled it); a failover manager enables it on a promoted replica.
     for (const [i, t] of ticketServers.entries()) {
       const knex = connect(t.url, { poolMax: 1 });
       try {
@@ -196,23 +224,33 @@ export async function runChaos(o: { seed: number; seconds: number; log?: (line: 
     const faults = Object.fromEntries(FAULT_KINDS.map((k) => [k, 0])) as Record<FaultKind, number>;
     const refused: Record<string, number> = {};
     const ends: number[] = [];
-    const apply = async (f: Fault): Promise<void> => {
-      faults[f.kind]++;
+    const segmentRowReplicated = async (on: ServerInstance, replicas: readonly ServerInstance[]) => {
+      const serverId = 41 + maria.indexOf(on);
+      const until = Date.now() + 15_000;
+      for (const r of replicas) {
+        while (
+          (await mariadbSql(r.port, "SELECT instance FROM test.idlease_segments WHERE tag = 'chaos'").catch(() => '')).trim() !==
+          `mariadb:${serverId}`
+        ) {
+          if (Date.now() > until) return log(`  mariadb: the jump on ${serverId} not on ${r.port} after 15 s; promoting anyway`);
+          await sleep(100);
+        }
+      }
+    };
+    const refuse = (kind: string) => (refused[kind] = (refused[kind] ?? 0) + 1);
+    const hit = async (f: Fault): Promise<void> => {
       const pickOf = <T>(xs: readonly T[]): T => xs[f.pick % xs.length]!;
-      log(`${(f.atMs / 1000).toFixed(1)} s: ${f.kind} (${f.forMs} ms)`);
       switch (f.kind) {
         case 'kill-worker': {
           const w = pickOf([...live]);
           w.child.kill('SIGKILL');
           live.delete(w);
           start(w.kind);
-          ends.push(f.atMs);
           return;
         }
         case 'pause-worker': {
           const w = pickOf([...live]);
           w.child.kill('SIGSTOP');
-          ends.push(f.atMs + LEASE_MS + f.forMs);
           await sleep(LEASE_MS + f.forMs);
           w.child.kill('SIGCONT');
           return;
@@ -228,58 +266,109 @@ export async function runChaos(o: { seed: number; seconds: number; log?: (line: 
           const clock = clockStep();
           clock.set(f.pick % 2 === 0 ? 3_000 : -3_000);
           start('snowflake-pg', clock);
-          ends.push(f.atMs + LEASE_MS + f.forMs);
           await sleep(LEASE_MS + f.forMs);
           clock.set(0);
           return;
         }
         case 'cut-link': {
           const heal = pickOf([links.pg, links.mariadb]).cut();
-          ends.push(f.atMs + f.forMs);
           await sleep(f.forMs);
           heal();
           return;
         }
         case 'kill-server': {
-          const server = pickOf([pg, maria, ...ticketServers]);
-          ends.push(f.atMs + f.forMs);
-          await server.kill();
-          await sleep(f.forMs);
-          await server.start();
-          return;
+          // The primary of PostgreSQL or MariaDB (whichever is primary then), or a ticket server.
+          const which = pickOf(['pg', 'mariadb', 0, 1, 2] as const);
+          const bounce = async (server: ServerInstance) => {
+            await server.kill();
+            await sleep(f.forMs);
+            await server.start();
+          };
+          if (typeof which === 'number') return bounce(ticketServers[which]!);
+          return onEngine(which, () => bounce(primary[which]));
         }
-        case 'freeze-server': {
-          const pid = maria.pid?.();
-          ends.push(f.atMs + f.forMs);
-          if (pid === undefined) return;
-          process.kill(pid, 'SIGSTOP');
-          await sleep(f.forMs);
-          process.kill(pid, 'SIGCONT');
-          return;
-        }
+        case 'freeze-server':
+          return onEngine('mariadb', async () => {
+            const pid = primary.mariadb.pid?.();
+            if (pid === undefined) return;
+            process.kill(pid, 'SIGSTOP');
+            await sleep(f.forMs);
+            process.kill(pid, 'SIGCONT');
+          });
+        case 'failover-pg':
+          return onEngine('pg', async () => {
+            for (const step of [1, 2]) {
+              const from = primary.pg;
+              const to = pgStandby!;
+              await promotePgLosingWrites({ standby: to, loseMs: 500 + (f.forMs % 1_000), killOld: () => from.kill() });
+              primary.pg = to;
+              moveVip('pg', to.port);
+              log(`  pg failover ${step}: ${from.port} → ${to.port}`);
+              pgStandby = undefined;
+              await from.destroy();
+              pgStandby = await startStandby(to.port);
+            }
+          });
+        case 'failover-mariadb':
+          return onEngine('mariadb', async () => {
+            const original = primary.mariadb;
+            for (const step of [1, 2]) {
+              const from = primary.mariadb;
+              const replicas = maria.filter((m) => m !== from);
+              // The second promotion goes back to the original primary (rejoined by then: a
+              // fail-back within the gap) or on to the third server, as the seed says.
+              const to =
+                step === 1
+                  ? pickOf(replicas)
+                  : (replicas.find((m) => (Math.floor(f.pick / 2) % 2 === 0) === (m === original)) ?? replicas[0]!);
+              // The manager enables the events it finds on the new primary (MaxScale's handle_events).
+              await promoteLosingWrites({ to: to.port, loseMs: 500 + (f.forMs % 1_000), enableEvents: true, killOld: () => from.kill() });
+              primary.mariadb = to;
+              moveVip('mariadb', to.port);
+              log(`  mariadb failover ${step}: ${from.port} → ${to.port}`);
+              await from.start();
+              for (const m of maria) if (m !== to) await rebuildReplica(m.port, to.port);
+              // MariaDB's server_ids have no order, so a segment row's jump is one gap wherever it
+              // lands: the next promotion must go to a server that received this primary's jump
+              // (docs/failover.md says so). Every replica has by the time it has replicated the
+              // row naming this server; next_id(), tickets and the rest need no such wait.
+              if (step === 1)
+                await segmentRowReplicated(
+                  to,
+                  maria.filter((m) => m !== to),
+                );
+            }
+          });
         case 'redis-flush':
-          ends.push(f.atMs);
-          await redis.command('FLUSHALL').catch(() => (refused[f.kind] = (refused[f.kind] ?? 0) + 1));
+          await redis.command('FLUSHALL').catch(() => refuse(f.kind));
           return;
         case 'redis-restart':
-          ends.push(f.atMs + f.forMs);
           await redis.kill();
           await sleep(f.forMs);
           await redis.start();
           return;
         case 'set-step':
         case 'bump': {
-          ends.push(f.atMs);
           const db = pickOf([admin.pg, admin.mariadb]);
           try {
             if (f.kind === 'set-step') await setStep(db, 'chaos', pickOf([1, 7, 100, 5_000, 100_000]));
             else await bumpTag(db, { tag: 'chaos', by: 1 + (f.pick % 10_000) });
           } catch {
-            // Its server may be down or frozen by another fault: an operator's command fails too.
-            refused[f.kind] = (refused[f.kind] ?? 0) + 1;
+            // Its server may be down, frozen or failing over: an operator's command fails too.
+            refuse(f.kind);
           }
           return;
         }
+      }
+    };
+    // A fault ends when it is over (a server back, a failover done): recovery is counted from then.
+    const apply = async (f: Fault): Promise<void> => {
+      faults[f.kind]++;
+      log(`${(f.atMs / 1000).toFixed(1)} s: ${f.kind} (${f.forMs} ms)`);
+      try {
+        await hit(f);
+      } finally {
+        ends.push(Date.now() - t0);
       }
     };
     const applied: Promise<void>[] = [];
@@ -292,6 +381,16 @@ export async function runChaos(o: { seed: number; seconds: number; log?: (line: 
     }
     await sleep(o.seconds * 1000);
     await Promise.all(applied);
+    // A fault may end after the run's seconds (two failovers take a while): sample on until every
+    // kind has issued after the last one ended, or 20 s more.
+    const lastEnd = Math.max(0, ...ends);
+    const risenAfter = (end: number) => {
+      const base = samples.filter((x) => x.at <= end).at(-1) ?? samples[0]!;
+      const now = counts();
+      return KINDS.every((k) => now[k] > base.c[k]);
+    };
+    for (const until = Date.now() + 20_000; !risenAfter(lastEnd) && Date.now() < until;) await sleep(200);
+    await sleep(400);
     clearInterval(sampler);
     samples.push({ at: Date.now() - t0, c: counts() });
 
@@ -336,8 +435,18 @@ export async function runChaos(o: { seed: number; seconds: number; log?: (line: 
   } finally {
     for (const t of timers) clearTimeout(t);
     for (const w of live) w.child.kill('SIGKILL');
-    await Promise.allSettled([admin.pg.destroy(), admin.mariadb.destroy(), links.pg.close(), links.mariadb.close()]);
-    await Promise.allSettled([pg.destroy(), maria.destroy(), redis.destroy(), ...ticketServers.map((t) => t.destroy())]);
+    await Promise.allSettled([
+      admin.pg.destroy(),
+      admin.mariadb.destroy(),
+      ...[links, adminLinks].flatMap((l) => [l.pg.close(), l.mariadb.close()]),
+    ]);
+    await Promise.allSettled([
+      primary.pg.destroy(),
+      pgStandby?.destroy(),
+      redis.destroy(),
+      ...maria.map((m) => m.destroy()),
+      ...ticketServers.map((t) => t.destroy()),
+    ]);
     rmSync(dir, { recursive: true, force: true });
   }
 }

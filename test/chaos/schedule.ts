@@ -15,6 +15,9 @@ export const FAULT_KINDS = [
   'bump', // an admin command: the tag's row bumped past what was leased
   'clock-shift', // a snowflake worker restarted with its wall clock ±3 s off, stepped back later
   'cut-link', // the workers' link to PostgreSQL or MariaDB cut silently for seconds, then healed
+  // Two promotions in a row, each losing the old primary's last writes, before anyone acts:
+  'failover-pg', // the standby promoted, then the standby rebuilt from it promoted in turn
+  'failover-mariadb', // a replica promoted, then another one or the old primary rejoined (a fail-back)
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 

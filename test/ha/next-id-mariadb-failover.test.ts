@@ -16,17 +16,15 @@
  * Before (one shared +60 s for every server other than home) the same sequence repeated IDs: the
  * issue's run gave 25,310 repeats of 46,340 on the third server.
  */
-import { execFileSync } from 'node:child_process';
 import mysql from 'mysql2/promise';
 import { afterEach, describe, expect, it } from 'vitest';
 import { runMain } from '../helpers/in-process.js';
 import { startMariadb, type ServerInstance } from '../helpers/servers.js';
 import { checkStreams } from '../chaos/check.js';
 import { startTcpSwitch, type TcpSwitch } from '../helpers/tcp-switch.js';
+import { mariadbSql, promoteLosingWrites, rebuildReplica } from '../helpers/mariadb-replicas.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const sql = (port: number, statement: string) =>
-  execFileSync('mariadb', ['-h127.0.0.1', `-P${port}`, '-uroot', '-N', '-e', statement]).toString();
 const url = (port: number) => `mysql://root@127.0.0.1:${port}/test`;
 
 let servers: ServerInstance[] = [];
@@ -78,53 +76,16 @@ function writer(port: () => number, w: number, stop: () => boolean): Writer {
   return { given, done, refused: () => refused };
 }
 
-/** Empty `target` and make it a replica of `source` from a consistent dump with its GTID position. */
-function rebuildReplica(target: number, source: number): void {
-  sql(target, 'STOP SLAVE; RESET SLAVE ALL; SET GLOBAL read_only = ON; SET sql_log_bin = 0; DROP DATABASE IF EXISTS test; RESET MASTER;');
-  const dump = execFileSync(
-    'mariadb-dump',
-    [
-      '-h127.0.0.1',
-      `-P${source}`,
-      '-uroot',
-      '--single-transaction',
-      '--gtid',
-      '--master-data=1',
-      '--skip-add-locks',
-      '--events',
-      '--routines',
-      '--databases',
-      'test',
-    ],
-    { maxBuffer: 1 << 30 },
-  );
-  execFileSync('mariadb', ['-h127.0.0.1', `-P${target}`, '-uroot'], { input: dump, maxBuffer: 1 << 30 });
-  // A dump restores the ticker ENABLED, and an enabled ticker makes a promoted server home by
-  // itself: leave it as replication leaves an event (SLAVESIDE_DISABLED), so that only the
-  // failover manager of the run (or nobody) enables it.
-  sql(target, 'SET sql_log_bin = 0; ALTER EVENT test.idlease_next_id_tick DISABLE ON SLAVE;');
-  sql(
-    target,
-    `CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=${source}, MASTER_USER='root', MASTER_PASSWORD='', MASTER_USE_GTID=slave_pos; START SLAVE;`,
-  );
-}
-
-/** Wait until `replica` has applied everything its receiver got. */
-function applyReceived(replica: number): void {
-  const received = /Gtid_IO_Pos:[ \t]*(\S*)/.exec(sql(replica, 'SHOW SLAVE STATUS\\G'))?.[1] ?? '';
-  if (received !== '') expect(sql(replica, `SELECT MASTER_GTID_WAIT('${received}', 120);`).trim()).toBe('0');
-}
-
 async function failovers(manager: 'events' | 'none'): Promise<string> {
   const common = ['--log-bin=mariadb-bin', '--binlog-format=ROW', '--event-scheduler=ON', '--log-slave-updates'];
   servers = await Promise.all([1, 2, 3].map((id) => startMariadb([...common, `--server-id=${id}`])));
   const port = servers.map((s) => s.port);
   const [s1, s2, s3] = port as [number, number, number];
   expect((await runMain(['--url', url(s1), 'migrate', '--no-segments', '--next-id', '--shard', '3'])).err).toBe('');
-  sql(s1, 'CREATE TABLE test.ids (id bigint NOT NULL, w int NOT NULL, KEY (id))');
+  await mariadbSql(s1, 'CREATE TABLE test.ids (id bigint NOT NULL, w int NOT NULL, KEY (id))');
   expect((await runMain(['--url', url(s1), 'next-id', 'attach', 'ids'])).err).toBe('');
-  rebuildReplica(s2, s1);
-  rebuildReplica(s3, s2);
+  await rebuildReplica(s2, s1);
+  await rebuildReplica(s3, s2);
   vip = await startTcpSwitch(s1);
 
   let stopping = false;
@@ -154,21 +115,18 @@ async function failovers(manager: 'events' | 'none'): Promise<string> {
   ];
   const log: string[] = [];
   for (const [from, to] of steps) {
-    // Lag made certain: the applier held, the receiver cut; the old primary writes on, lost to `to`.
-    const block = await mysql.createConnection({ host: '127.0.0.1', port: to, user: 'root' });
-    await block.query('FLUSH TABLES WITH READ LOCK');
-    await sleep(300);
-    const control = await mysql.createConnection({ host: '127.0.0.1', port: to, user: 'root' });
-    await control.query('STOP SLAVE IO_THREAD');
-    await control.end();
+    // Lag made certain (the applier held, the receiver cut): the old primary writes on, lost to `to`.
     const lostFrom = total();
-    await sleep(1_500);
-    const lost = total() - lostFrom;
-    await servers[port.indexOf(from)]!.kill();
-    await block.end();
-    applyReceived(to);
-    sql(to, 'STOP SLAVE; RESET SLAVE ALL; SET GLOBAL read_only = OFF;');
-    if (manager === 'events') sql(to, 'ALTER EVENT test.idlease_next_id_tick ENABLE;');
+    let lost = 0;
+    await promoteLosingWrites({
+      to,
+      loseMs: 1_500,
+      enableEvents: manager === 'events',
+      killOld: async () => {
+        lost = total() - lostFrom;
+        await servers[port.indexOf(from)]!.kill();
+      },
+    });
     vip!.pointTo(to);
     const promotedAt = Date.now();
     const refusedBefore = writers.reduce((n, w) => n + w.refused(), 0);
@@ -182,7 +140,7 @@ async function failovers(manager: 'events' | 'none'): Promise<string> {
     log.push(`${from}→${to}: ~${lost} IDs lost, writing again after ${Date.now() - promotedAt} ms`);
     // The old primary comes back and, with the other server, is rebuilt from the new one.
     await servers[port.indexOf(from)]!.start();
-    for (const other of port) if (other !== to) rebuildReplica(other, to);
+    for (const other of port) if (other !== to) await rebuildReplica(other, to);
   }
   await progress(500, 20_000, 'after the last failover');
   stopping = true;
