@@ -58,6 +58,8 @@ export interface ChaosReport {
   readonly spaces: readonly SpaceReport[];
   /** The longest any space took to issue again after a fault ended, ms (faults that overlap count the later one's time too). */
   readonly worstRecoveryMs: number;
+  /** Which space took that long, after which fault: what a soak's worst figure needs to be read. */
+  readonly worstRecovery: string;
   /** How long after the last fault ended until every space had issued again, ms. */
   readonly recoveryAfterLastMs: number;
   /** Spaces that issued nothing after some fault until the run ended. */
@@ -223,7 +225,7 @@ export async function runChaos(o: { seed: number; seconds: number; log?: (line: 
 
     const faults = Object.fromEntries(FAULT_KINDS.map((k) => [k, 0])) as Record<FaultKind, number>;
     const refused: Record<string, number> = {};
-    const ends: number[] = [];
+    const ends: Array<{ at: number; kind: FaultKind }> = [];
     const segmentRowReplicated = async (on: ServerInstance, replicas: readonly ServerInstance[]) => {
       const serverId = 41 + maria.indexOf(on);
       const until = Date.now() + 15_000;
@@ -368,7 +370,7 @@ export async function runChaos(o: { seed: number; seconds: number; log?: (line: 
       try {
         await hit(f);
       } finally {
-        ends.push(Date.now() - t0);
+        ends.push({ at: Date.now() - t0, kind: f.kind });
       }
     };
     const applied: Promise<void>[] = [];
@@ -383,7 +385,7 @@ export async function runChaos(o: { seed: number; seconds: number; log?: (line: 
     await Promise.all(applied);
     // A fault may end after the run's seconds (two failovers take a while): sample on until every
     // kind has issued after the last one ended, or 20 s more.
-    const lastEnd = Math.max(0, ...ends);
+    const lastEnd = Math.max(0, ...ends.map((e) => e.at));
     const risenAfter = (end: number) => {
       const base = samples.filter((x) => x.at <= end).at(-1) ?? samples[0]!;
       const now = counts();
@@ -396,18 +398,24 @@ export async function runChaos(o: { seed: number; seconds: number; log?: (line: 
 
     // Recovery: from each fault's end, how long until every kind's count rose.
     const stalled = new Set<string>();
-    const recovery = (end: number): number => {
+    const recovery = (end: number): { ms: number; space: string } => {
       const base = samples.filter((s) => s.at <= end).at(-1) ?? samples[0]!;
-      let worst = 0;
+      let worst = { ms: 0, space: '' };
       for (const kind of KINDS) {
         const next = samples.find((s) => s.at > end && s.c[kind] > base.c[kind]);
         if (next === undefined) stalled.add(kind);
-        else worst = Math.max(worst, next.at - end);
+        else if (next.at - end > worst.ms) worst = { ms: next.at - end, space: kind };
       }
       return worst;
     };
-    const worstRecoveryMs = Math.max(0, ...ends.map(recovery));
-    const recoveryAfterLastMs = recovery(Math.max(0, ...ends));
+    let worstRecoveryMs = 0;
+    let worstRecovery = '';
+    for (const e of ends) {
+      const r = recovery(e.at);
+      if (r.ms > worstRecoveryMs)
+        [worstRecoveryMs, worstRecovery] = [r.ms, `${r.space} after ${e.kind} ended at ${(e.at / 1000).toFixed(1)} s`];
+    }
+    const recoveryAfterLastMs = recovery(lastEnd).ms;
 
     writeFileSync(stopFile, '');
     for (const kind of KINDS) writeFileSync(path.join(dir, kind, 'stop'), '');
@@ -428,6 +436,7 @@ export async function runChaos(o: { seed: number; seconds: number; log?: (line: 
       refused,
       spaces: checkStreams(streams),
       worstRecoveryMs,
+      worstRecovery,
       recoveryAfterLastMs,
       stalled: [...stalled],
       workers: workers.length,
@@ -463,5 +472,5 @@ export function describeRun(r: ChaosReport): string {
         `${s.space} ${s.ids} IDs, ${s.repeats} repeats${s.examples.length ? ` (${s.examples.join(' ')})` : ''}, ${s.orderViolations.length} order violations`,
     )
     .join('; ');
-  return `seed ${r.seed} × ${r.seconds} s, ${r.workers} worker processes; faults: ${faults}${Object.keys(r.refused).length ? ` (refused: ${JSON.stringify(r.refused)})` : ''}; ${spaces}; recovery after a fault: worst ${r.worstRecoveryMs} ms, after the last ${r.recoveryAfterLastMs} ms${r.stalled.length ? `; STALLED: ${r.stalled.join(', ')}` : ''}`;
+  return `seed ${r.seed} × ${r.seconds} s, ${r.workers} worker processes; faults: ${faults}${Object.keys(r.refused).length ? ` (refused: ${JSON.stringify(r.refused)})` : ''}; ${spaces}; recovery after a fault: worst ${r.worstRecoveryMs} ms (${r.worstRecovery}), after the last ${r.recoveryAfterLastMs} ms${r.stalled.length ? `; STALLED: ${r.stalled.join(', ')}` : ''}`;
 }
