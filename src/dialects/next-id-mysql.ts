@@ -418,6 +418,15 @@ export async function mysqlColumnShape(db: SqlExecutor, table: string, column: s
   return { dataType: String(row[0]).toLowerCase(), extra: String(row[1] ?? '').toLowerCase(), generated: String(row[2]) === 'ALWAYS' };
 }
 
+/** Whether `table` is a table of the connection's database: to tell a missing table from a missing column. */
+export async function mysqlTableExists(db: SqlExecutor, table: string): Promise<boolean> {
+  const res = await db.run(
+    `SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ${currentSchemaExpr(f)} AND TABLE_NAME = ?`,
+    [table],
+  );
+  return Number(res.rows[0]?.[0]) > 0;
+}
+
 export async function setMysqlColumnDefault(db: SqlExecutor, table: string, column: string, expression: string | null): Promise<void> {
   await db.run(
     `ALTER TABLE ${q(table)} ALTER COLUMN ${q(column)} ${expression === null ? 'DROP DEFAULT' : `SET DEFAULT ${expression}`}`,

@@ -417,6 +417,12 @@ export async function postgresColumnShape(
   return { dataType: String(row[0]), identity: isTrue(row[1]), generated: isTrue(row[2]), default: row[3] == null ? null : String(row[3]) };
 }
 
+/** Whether `table` (as written, quoted where it must be) names a table: to tell a missing table from a missing column. */
+export async function postgresTableExists(db: SqlExecutor, table: string): Promise<boolean> {
+  const res = await db.run('SELECT pg_catalog.to_regclass(?) IS NOT NULL AS found', [table]);
+  return isTrue(res.rows[0]?.[0]);
+}
+
 export async function setPostgresColumnDefault(db: SqlExecutor, table: string, column: string, expression: string | null): Promise<void> {
   await db.run(
     `ALTER TABLE ${table} ALTER COLUMN ${quoteIdent('postgres', column)} ${expression === null ? 'DROP DEFAULT' : `SET DEFAULT ${expression}`}`,

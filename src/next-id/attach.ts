@@ -14,6 +14,7 @@ import {
   nextIdDependents,
   nextIdLagMs,
   postgresColumnShape,
+  postgresTableExists,
   readNextIdInstall,
   setPostgresColumnDefault,
 } from '../dialects/next-id.js';
@@ -21,6 +22,7 @@ import {
   checkMysqlNextIdServer,
   enableMysqlNextIdTicker,
   mysqlColumnShape,
+  mysqlTableExists,
   mysqlNextIdAttached,
   mysqlNextIdExpression,
   mysqlNextIdNow,
@@ -163,6 +165,7 @@ export async function attachNextId(db: KnexOrPool, options: AttachNextIdOptions)
       const schema = validateIdentifier(options.schema ?? 'public', 'schema');
       const installed = await requirePostgresInstall(exec, schema);
       const shape = await postgresColumnShape(exec, t.quoted, column);
+      if (shape === undefined && !(await postgresTableExists(exec, t.quoted))) throw noTable(t.text);
       refuseColumn(t.text, column, shape && { bigint: shape.dataType === 'bigint', auto: shape.identity, generated: shape.generated });
       const expression = form === 'call' ? nextIdCall(schema) : nextIdDefaultExpression({ schema, ...installed });
       await setPostgresColumnDefault(exec, t.quoted, column, expression);
@@ -184,6 +187,7 @@ export async function attachNextId(db: KnexOrPool, options: AttachNextIdOptions)
     await checkMysqlNextIdServer(exec);
     let state = await requireMysqlInstall(exec);
     const shape = await mysqlColumnShape(exec, t.name, column);
+    if (shape === undefined && !(await mysqlTableExists(exec, t.name))) throw noTable(t.text);
     refuseColumn(
       t.text,
       column,
@@ -216,6 +220,13 @@ async function moveHome(exec: SqlExecutor): Promise<MysqlNextIdState> {
   }
   await enableMysqlNextIdTicker(exec);
   return moved;
+}
+
+function noTable(table: string): IdleaseError {
+  return new IdleaseError(
+    'BAD_ARGUMENT',
+    `There is no table ${table} (on PostgreSQL: in the search_path, unless named with its schema, schema.table). Create it first, or check the name.`,
+  );
 }
 
 function refuseColumn(table: string, column: string, shape: { bigint: boolean; auto: boolean; generated: boolean } | undefined): void {

@@ -161,6 +161,7 @@ describe('next_id() on MariaDB (private server: event scheduler on, ROW binary l
     await migrate(knex, { segments: false, nextId: true });
     await knex.raw('CREATE TABLE t_bad (id int NOT NULL PRIMARY KEY, k bigint NOT NULL AUTO_INCREMENT UNIQUE)');
     await expect(attachNextId(knex, { table: 't_bad', column: 'nope' })).rejects.toThrow(/has no column nope/);
+    await expect(attachNextId(knex, { table: 't_nonexist' })).rejects.toThrow(/There is no table t_nonexist/);
     await expect(attachNextId(knex, { table: 't_bad' })).rejects.toThrow(/is not a bigint/);
     await expect(attachNextId(knex, { table: 't_bad', column: 'k' })).rejects.toThrow(/AUTO_INCREMENT/);
     await expect(attachNextId(knex, { table: 't_bad', schema: 'x' })).rejects.toMatchObject({ code: 'BAD_CONFIG' });
@@ -325,5 +326,7 @@ describe('next-id attach/detach/status on PostgreSQL', () => {
     await expect(detachNextId(db.knex, { table: 'orders', schema: 'shard_7' })).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
     await db.knex.raw('CREATE TABLE serials (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY)');
     await expect(attachNextId(db.knex, { table: 'serials', schema: 'shard_7' })).rejects.toThrow(/identity/);
+    await expect(attachNextId(db.knex, { table: 'nonexist', schema: 'shard_7' })).rejects.toThrow(/There is no table nonexist/);
+    await expect(attachNextId(db.knex, { table: 'serials', column: 'nope', schema: 'shard_7' })).rejects.toThrow(/has no column nope/);
   });
 });
