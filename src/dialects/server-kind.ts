@@ -4,8 +4,8 @@
  * YugabyteDB or Redshift as well as PostgreSQL. idlease's MySQL-protocol SQL is MariaDB's
  * (SEQUENCE objects, `ADD COLUMN IF NOT EXISTS`, `@@global.wsrep_on`) and its PostgreSQL SQL reads
  * WAL functions and catalogs the others lack or answer differently, so a server that is not one
- * the tests run on is refused at migrate — the step every install goes through — with what it is,
- * instead of half-installing and failing (or worse, running) later.
+ * the tests run on is refused at migrate and by the knex migration files — the step every install
+ * goes through — with what it is, instead of half-installing and failing (or worse, running) later.
  */
 import { IdleaseError } from '../errors.js';
 import type { Flavor } from './detect.js';
