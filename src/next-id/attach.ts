@@ -15,6 +15,8 @@ import {
   nextIdLagMs,
   postgresColumnShape,
   postgresTableExists,
+  recordPostgresReplacedDefault,
+  takePostgresReplacedDefault,
   readNextIdInstall,
   setPostgresColumnDefault,
 } from '../dialects/next-id.js';
@@ -23,6 +25,8 @@ import {
   enableMysqlNextIdTicker,
   mysqlColumnShape,
   mysqlTableExists,
+  recordMysqlReplacedDefault,
+  takeMysqlReplacedDefault,
   mysqlNextIdAttached,
   mysqlNextIdExpression,
   mysqlNextIdNow,
@@ -53,6 +57,11 @@ export interface AttachNextIdOptions {
    * same guarantees. MariaDB has only the expression.
    */
   readonly form?: 'expression' | 'call';
+  /**
+   * attach: replace a DEFAULT the column already has (a bigserial's `nextval(…)`, a literal);
+   * without it such a column is refused. detach puts the replaced DEFAULT back. Default false.
+   */
+  readonly replace?: boolean;
 }
 
 export interface NextIdAttachment {
@@ -60,6 +69,8 @@ export interface NextIdAttachment {
   readonly column: string;
   /** The DEFAULT now on the column (attach) or that was dropped (detach). */
   readonly expression: string;
+  /** attach: the DEFAULT it replaced (replace: true); detach: the DEFAULT it put back. Absent when none. */
+  readonly previous?: string;
 }
 
 export interface NextIdStatus {
@@ -160,6 +171,9 @@ export async function attachNextId(db: KnexOrPool, options: AttachNextIdOptions)
   if (form !== 'expression' && form !== 'call') {
     throw new IdleaseError('BAD_ARGUMENT', `form must be 'expression' or 'call', got ${JSON.stringify(form)}.`);
   }
+  if (options.replace !== undefined && typeof options.replace !== 'boolean') {
+    throw new IdleaseError('BAD_ARGUMENT', `replace must be true or false, got ${JSON.stringify(options.replace)}.`);
+  }
   return typedConnectionErrors(async () => {
     if (postgres) {
       const schema = validateIdentifier(options.schema ?? 'public', 'schema');
@@ -168,8 +182,14 @@ export async function attachNextId(db: KnexOrPool, options: AttachNextIdOptions)
       if (shape === undefined && !(await postgresTableExists(exec, t.quoted))) throw noTable(t.text);
       refuseColumn(t.text, column, shape && { bigint: shape.dataType === 'bigint', auto: shape.identity, generated: shape.generated });
       const expression = form === 'call' ? nextIdCall(schema) : nextIdDefaultExpression({ schema, ...installed });
+      const attached = (await nextIdDependents(exec, schema)).some((d) => d.column === column && sameTable(d.table, t.text));
+      const previous = attached ? null : (shape?.default ?? null);
+      if (previous !== null) {
+        refuseReplacing(t.text, column, previous, options.replace);
+        await recordPostgresReplacedDefault(exec, schema, t.text, column, previous);
+      }
       await setPostgresColumnDefault(exec, t.quoted, column, expression);
-      return Object.freeze({ table: t.text, column, expression });
+      return Object.freeze({ table: t.text, column, expression, ...(previous !== null ? { previous } : {}) });
     }
     refuseSchemaOnMysql(options.schema);
     if (form === 'call') {
@@ -193,10 +213,14 @@ export async function attachNextId(db: KnexOrPool, options: AttachNextIdOptions)
       column,
       shape && { bigint: shape.dataType === 'bigint', auto: shape.extra.includes('auto_increment'), generated: shape.generated },
     );
+    const attached = (await mysqlNextIdAttached(exec)).some((a) => a.table === t.name && a.column === column);
+    const previous = attached ? null : (shape?.default ?? null);
+    if (previous !== null) refuseReplacing(t.text, column, previous, options.replace);
     if ((await mysqlServerId(exec)) !== state.homeServerId) state = await moveHome(exec);
     const expression = mysqlNextIdExpression(state);
+    if (previous !== null) await recordMysqlReplacedDefault(exec, t.name, column, previous);
     await setMysqlColumnDefault(exec, t.name, column, expression);
-    return Object.freeze({ table: t.text, column, expression });
+    return Object.freeze({ table: t.text, column, expression, ...(previous !== null ? { previous } : {}) });
   });
 }
 
@@ -220,6 +244,18 @@ async function moveHome(exec: SqlExecutor): Promise<MysqlNextIdState> {
   }
   await enableMysqlNextIdTicker(exec);
   return moved;
+}
+
+/** regclass::text quotes where it must (nextIdDependents); the user may have written either. */
+const sameTable = (listed: string, given: string) => listed === given || listed === `"${given}"`;
+
+/** A DEFAULT the column already has is replaced only when asked: a bigserial's nextval(…) would vanish unseen. */
+function refuseReplacing(table: string, column: string, previous: string, replace: boolean | undefined): void {
+  if (replace === true) return;
+  throw new IdleaseError(
+    'BAD_ARGUMENT',
+    `${table}.${column} already has DEFAULT ${previous}; attach would replace it. Pass replace: true (CLI: --replace) to replace it: detach then puts it back.`,
+  );
 }
 
 function noTable(table: string): IdleaseError {
@@ -260,18 +296,25 @@ export async function detachNextId(db: KnexOrPool, options: AttachNextIdOptions)
     if (postgres) {
       const schema = validateIdentifier(options.schema ?? 'public', 'schema');
       const attached = await nextIdDependents(exec, schema);
-      const hit = attached.find((d) => d.column === column && (d.table === t.text || d.table === `"${t.text}"`));
+      const hit = attached.find((d) => d.column === column && sameTable(d.table, t.text));
       if (hit === undefined) throw notAttached(t.text, column);
       const dropped = (await postgresColumnShape(exec, t.quoted, column))?.default ?? '';
-      await setPostgresColumnDefault(exec, t.quoted, column, null);
-      return Object.freeze({ table: t.text, column, expression: dropped });
+      const previous = await takePostgresReplacedDefault(exec, schema, t.text, column);
+      await setPostgresColumnDefault(exec, t.quoted, column, previous ?? null);
+      return Object.freeze({ table: t.text, column, expression: dropped, ...(previous !== undefined ? { previous } : {}) });
     }
     refuseSchemaOnMysql(options.schema);
     const state = await requireMysqlInstall(exec);
     const attached = await mysqlNextIdAttached(exec);
     if (!attached.some((a) => a.table === t.name && a.column === column)) throw notAttached(t.text, column);
-    await setMysqlColumnDefault(exec, t.name, column, null);
-    return Object.freeze({ table: t.text, column, expression: mysqlNextIdExpression(state) });
+    const previous = await takeMysqlReplacedDefault(exec, t.name, column);
+    await setMysqlColumnDefault(exec, t.name, column, previous ?? null);
+    return Object.freeze({
+      table: t.text,
+      column,
+      expression: mysqlNextIdExpression(state),
+      ...(previous !== undefined ? { previous } : {}),
+    });
   });
 }
 

@@ -171,6 +171,28 @@ describe('next_id() on MariaDB (private server: event scheduler on, ROW binary l
     await migrate(knex, { segments: false, nextId: true, direction: 'down' });
   });
 
+  it('a DEFAULT of its own is not replaced unless asked; with replace, detach puts it back', async () => {
+    await migrate(knex, { segments: false, nextId: true });
+    await knex.raw('CREATE TABLE t_def (id bigint NOT NULL DEFAULT 42, v int)');
+    await expect(attachNextId(knex, { table: 't_def' })).rejects.toMatchObject({
+      code: 'BAD_ARGUMENT',
+      message: expect.stringMatching(/t_def\.id already has DEFAULT 42; .*--replace/),
+    });
+    const a = await attachNextId(knex, { table: 't_def', replace: true });
+    expect(a.previous).toBe('42');
+    expect((await attachNextId(knex, { table: 't_def' })).previous).toBeUndefined();
+    await knex.raw('INSERT INTO t_def (v) VALUES (1)');
+    const d = await detachNextId(knex, { table: 't_def' });
+    expect(d.previous).toBe('42');
+    await knex.raw('INSERT INTO t_def (v) VALUES (2)');
+    const rows = (await knex.raw('SELECT CAST(id AS CHAR) AS id FROM t_def ORDER BY v'))[0] as Array<{ id: string }>;
+    expect(BigInt(rows[0]!.id)).toBeGreaterThan(2n ** 40n);
+    expect(rows[1]!.id).toBe('42');
+    await knex.raw('DROP TABLE t_def');
+    await migrate(knex, { segments: false, nextId: true, direction: 'down' });
+    expect(((await knex.raw("SHOW TABLES LIKE 'idlease_next_id_replaced'"))[0] as unknown[]).length).toBe(0);
+  });
+
   it('mariadb-dump --skip-add-locks and a restore keep IDs unique (the restored sequence is past every ID)', async () => {
     await migrate(knex, { segments: false, nextId: true });
     await knex.raw('CREATE TABLE t_dump (id bigint NOT NULL PRIMARY KEY, v int)');
