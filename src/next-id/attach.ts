@@ -40,7 +40,7 @@ import { quoteIdent } from '../dialects/flavor.js';
 import type { SqlExecutor } from '../dialects/sql.js';
 import { executorFor, type KnexOrPool } from '../drivers/index.js';
 import { IdleaseError } from '../errors.js';
-import { validateIdentifier } from '../identifiers.js';
+import { validateIdentifier, validateUserIdentifier } from '../identifiers.js';
 import type { IdLayout } from '../layout/index.js';
 
 export interface AttachNextIdOptions {
@@ -102,11 +102,11 @@ function tableParts(table: unknown, postgres: boolean): { name: string; quoted: 
     throw new IdleaseError('BAD_ARGUMENT', `table must be a table name such as 'orders', got ${String(table)}.`);
   const parts = table.split('.');
   if (parts.length === 2 && postgres) {
-    const s = validateIdentifier(parts[0], 'table (schema part)');
-    const t = validateIdentifier(parts[1], 'table');
+    const s = validateUserIdentifier(parts[0], 'table (schema part)');
+    const t = validateUserIdentifier(parts[1], 'table');
     return { name: t, quoted: `${quoteIdent('postgres', s)}.${quoteIdent('postgres', t)}`, text: `${s}.${t}` };
   }
-  const t = validateIdentifier(table, 'table');
+  const t = validateUserIdentifier(table, 'table');
   return { name: t, quoted: quoteIdent(postgres ? 'postgres' : 'mysql', t), text: t };
 }
 
@@ -166,7 +166,7 @@ export async function attachNextId(db: KnexOrPool, options: AttachNextIdOptions)
   const exec = executorFor(db);
   const postgres = isPostgres(exec.flavor);
   const t = tableParts(options?.table, postgres);
-  const column = validateIdentifier(options.column ?? 'id', 'column');
+  const column = validateUserIdentifier(options.column ?? 'id', 'column');
   const form = options.form ?? 'expression';
   if (form !== 'expression' && form !== 'call') {
     throw new IdleaseError('BAD_ARGUMENT', `form must be 'expression' or 'call', got ${JSON.stringify(form)}.`);
@@ -246,8 +246,8 @@ async function moveHome(exec: SqlExecutor): Promise<MysqlNextIdState> {
   return moved;
 }
 
-/** regclass::text quotes where it must (nextIdDependents); the user may have written either. */
-const sameTable = (listed: string, given: string) => listed === given || listed === `"${given}"`;
+/** regclass::text quotes where it must (`"Order"`, `app."Order"`: nextIdDependents); names hold no quote (validated). */
+const sameTable = (listed: string, given: string) => listed.replace(/"/g, '') === given;
 
 /** A DEFAULT the column already has is replaced only when asked: a bigserial's nextval(…) would vanish unseen. */
 function refuseReplacing(table: string, column: string, previous: string, replace: boolean | undefined): void {
@@ -291,7 +291,7 @@ export async function detachNextId(db: KnexOrPool, options: AttachNextIdOptions)
   const exec = executorFor(db);
   const postgres = isPostgres(exec.flavor);
   const t = tableParts(options?.table, postgres);
-  const column = validateIdentifier(options.column ?? 'id', 'column');
+  const column = validateUserIdentifier(options.column ?? 'id', 'column');
   return typedConnectionErrors(async () => {
     if (postgres) {
       const schema = validateIdentifier(options.schema ?? 'public', 'schema');

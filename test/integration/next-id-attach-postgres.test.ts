@@ -289,6 +289,19 @@ describe('attach on a column that has a DEFAULT of its own (PostgreSQL)', () => 
     expect(await defaultOf('serial_orders')).toBeNull();
   });
 
+  it("a mixed-case table and column (Prisma's model Order) are taken as written, quoted", async () => {
+    await db.knex.raw('CREATE SCHEMA "App"');
+    await db.knex.raw('CREATE TABLE "App"."Order" ("orderId" bigint NOT NULL, x int)');
+    const a = await attachNextId(db.knex, { table: 'App.Order', column: 'orderId', schema: 'nr' });
+    expect(a.table).toBe('App.Order');
+    await db.knex.raw('INSERT INTO "App"."Order" (x) VALUES (1)');
+    expect((await nextIdStatus(db.knex, { schema: 'nr' })).attached).toContainEqual({ table: '"App"."Order"', column: 'orderId' });
+    await detachNextId(db.knex, { table: 'App.Order', column: 'orderId', schema: 'nr' });
+    for (const bad of ['Order"; DROP TABLE x; --', 'a b', '1abc', 'a.b.c']) {
+      await expect(attachNextId(db.knex, { table: bad, schema: 'nr' }), bad).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+    }
+  });
+
   it('a table that does not exist is named as missing', async () => {
     await expect(attachNextId(db.knex, { table: 'nonexist', schema: 'nr' })).rejects.toThrow(/There is no table nonexist/);
   });

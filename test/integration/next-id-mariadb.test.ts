@@ -189,6 +189,13 @@ describe('next_id() on MariaDB (private server: event scheduler on, ROW binary l
     expect(BigInt(rows[0]!.id)).toBeGreaterThan(2n ** 40n);
     expect(rows[1]!.id).toBe('42');
     await knex.raw('DROP TABLE t_def');
+    // A mixed-case table and column, as an ORM names them: taken as written, quoted.
+    await knex.raw('CREATE TABLE `Order` (`orderId` bigint NOT NULL, v int)');
+    await attachNextId(knex, { table: 'Order', column: 'orderId' });
+    await knex.raw('INSERT INTO `Order` (v) VALUES (1)');
+    expect((await nextIdStatus(knex)).attached).toEqual([{ table: 'Order', column: 'orderId' }]);
+    await detachNextId(knex, { table: 'Order', column: 'orderId' });
+    await knex.raw('DROP TABLE `Order`');
     await migrate(knex, { segments: false, nextId: true, direction: 'down' });
     expect(((await knex.raw("SHOW TABLES LIKE 'idlease_next_id_replaced'"))[0] as unknown[]).length).toBe(0);
   });
