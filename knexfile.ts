@@ -13,6 +13,8 @@ import type { Knex } from 'knex';
 import { knexConfig } from './src/connect.js';
 
 const migrations: Knex.MigratorConfig = {
+  // What `idlease migrate` installs: the segment table and the install id. The rest, as with the
+  // CLI's flags, on request: add './migrations/tickets', './migrations/next-id' or './migrations/workers'.
   directory: './migrations',
   tableName: 'idlease_migrations',
   loadExtensions: ['.ts', '.js'],

@@ -19,6 +19,25 @@ export function validateIdentifier(value: unknown, option: string): string {
   return value;
 }
 
+/**
+ * A table or column of the user's own that idlease writes into (next-id attach): ORMs make
+ * mixed-case names (Prisma's model `Order` is the table "Order"), so case is kept, and the name is
+ * always quoted by the dialect, which is what keeps it exact. The characters are still held to
+ * letters, digits and underscore, so nothing but the name can reach the SQL.
+ */
+const USER_IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+
+export function validateUserIdentifier(value: unknown, option: string): string {
+  if (typeof value !== 'string' || !USER_IDENTIFIER.test(value)) {
+    throw new IdleaseError(
+      'BAD_ARGUMENT',
+      `${option} must be a SQL identifier matching ${USER_IDENTIFIER.source} (letters, digits, underscore, not starting ` +
+        `with a digit; at most 63 characters; case is kept: it is quoted), got ${JSON.stringify(value)}. Example: ${option}: 'orders' or 'Order'.`,
+    );
+  }
+  return value;
+}
+
 /** The segment table's name when none is given: runtime options and migrate both default to it. */
 export const DEFAULT_SEGMENT_TABLE = 'idlease_segments';
 

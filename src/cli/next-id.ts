@@ -163,6 +163,7 @@ export function registerNextIdAdminCommands(program: Command): void {
     .argument('<table>', 'the table (PostgreSQL: schema.table allowed)')
     .option('--column <name>', 'the ID column (default id)')
     .option('--next-id-schema <name>', 'PostgreSQL: schema next_id() was installed in (default public)')
+    .option('--replace', "replace a DEFAULT the column already has (a bigserial's nextval(…)); detach puts it back")
     .option(
       '--call',
       'PostgreSQL: write DEFAULT <schema>.next_id() instead of the ID expression (cheaper to plan: for single-row INSERTs sent unprepared)',
@@ -175,30 +176,33 @@ Examples:
   idlease --url postgres://app@db/app next-id attach orders --column order_id --next-id-schema shard_5
   idlease --url postgres://app@db/app next-id attach events --call`,
     )
-    .action(async (table: string, flags: { column?: string; nextIdSchema?: string; call?: boolean }, self: Command) => {
+    .action(async (table: string, flags: { column?: string; nextIdSchema?: string; call?: boolean; replace?: boolean }, self: Command) => {
       await withKnex(self, async (knex) => {
         const r = await attachNextId(knex, {
           table,
           column: flags.column,
           schema: flags.nextIdSchema,
           form: flags.call ? 'call' : 'expression',
+          replace: flags.replace === true,
         });
         // The expression is long (the draw, the freshness test, the composition): named, not
         // printed, on the line; --json carries it whole.
         const what = /^CASE |NEXT VALUE/.test(r.expression) ? 'the ID expression (--json shows it)' : r.expression;
-        print(self, [`${r.table}.${r.column} takes next_id() on insert: its DEFAULT is ${what}`], { ...r });
+        const replaced = r.previous === undefined ? '' : ` (it replaced DEFAULT ${r.previous}, which detach puts back)`;
+        print(self, [`${r.table}.${r.column} takes next_id() on insert: its DEFAULT is ${what}${replaced}`], { ...r });
       });
     });
   group
     .command('detach')
-    .description("drop next_id() from a column's DEFAULT (the column and its data stay)")
+    .description("drop next_id() from a column's DEFAULT, putting back the one attach --replace replaced (the column and its data stay)")
     .argument('<table>', 'the table')
     .option('--column <name>', 'the ID column (default id)')
     .option('--next-id-schema <name>', 'PostgreSQL: schema next_id() was installed in (default public)')
     .action(async (table: string, flags: { column?: string; nextIdSchema?: string }, self: Command) => {
       await withKnex(self, async (knex) => {
         const r = await detachNextId(knex, { table, column: flags.column, schema: flags.nextIdSchema });
-        print(self, [`${r.table}.${r.column} no longer takes next_id()`], { ...r });
+        const back = r.previous === undefined ? ' (it has no DEFAULT now)' : `: its DEFAULT is ${r.previous} again`;
+        print(self, [`${r.table}.${r.column} no longer takes next_id()${back}`], { ...r });
       });
     });
   group

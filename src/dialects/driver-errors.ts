@@ -43,7 +43,17 @@ const LOCK_TIMEOUT_ERRNOS = new Set([1205, 1467]);
 // idlease's own schema is created by migrate, so its absence means the same thing.
 const MISSING_CODES = new Set(['42P01', '3F000', 'ER_NO_SUCH_TABLE']);
 const MISSING_TEXT = /relation "?[^"]*"? does not exist|schema "[^"]*" does not exist|Table '[^']*' doesn't exist/i;
-const ACCESS_DENIED = new Set(['ER_ACCESS_DENIED_ERROR', 'ER_DBACCESS_DENIED_ERROR', '28P01', '28000']);
+// 1045 a wrong password; 1698 a user that does not exist, or one whose plugin refuses it (unix_socket),
+// connecting with no password; 1044 no rights on the database; PostgreSQL 28P01 a wrong password,
+// 28000 a role that does not exist or that pg_hba.conf rejects.
+const ACCESS_DENIED = new Set([
+  'ER_ACCESS_DENIED_ERROR',
+  'ER_ACCESS_DENIED_NO_PASSWORD_ERROR',
+  'ER_DBACCESS_DENIED_ERROR',
+  '28P01',
+  '28000',
+]);
+const ACCESS_DENIED_ERRNOS = new Set([1044, 1045, 1698]);
 const UNKNOWN_DATABASE = new Set(['ER_BAD_DB_ERROR', '3D000']);
 // EAI_AGAIN, a resolver that did not answer, is the network being away, not a wrong name.
 const UNKNOWN_HOST = new Set(['ENOTFOUND']);
@@ -104,7 +114,7 @@ export function classifyDriverError(err: unknown): DriverErrorKind | undefined {
   if ((code !== undefined && (TLS_CODES.has(code) || code.startsWith('ERR_SSL_'))) || (errno !== undefined && TLS_ERRNOS.has(errno)))
     return 'tls';
   if (TLS_TEXT.test(String(e.message)) && !(code !== undefined && TRANSPORT.has(code))) return 'tls';
-  if ((code !== undefined && ACCESS_DENIED.has(code)) || errno === 1045) return 'access-denied';
+  if ((code !== undefined && ACCESS_DENIED.has(code)) || (errno !== undefined && ACCESS_DENIED_ERRNOS.has(errno))) return 'access-denied';
   if ((code !== undefined && UNKNOWN_DATABASE.has(code)) || errno === 1049) return 'unknown-database';
   if (code !== undefined && UNKNOWN_HOST.has(code)) return 'unknown-host';
   if (code !== undefined && TRANSPORT.has(code)) return 'transport';

@@ -180,6 +180,7 @@ END`,
       `DROP SEQUENCE IF EXISTS ${q(MYSQL_NEXT_ID_NOT_HOME)}`,
       `DROP SEQUENCE IF EXISTS ${q(MYSQL_NEXT_ID_SEQUENCE)}`,
       `DROP TABLE IF EXISTS ${q(MYSQL_NEXT_ID_TABLE)}`,
+      `DROP TABLE IF EXISTS ${q(MYSQL_NEXT_ID_REPLACED)}`,
     ],
   };
 }
@@ -406,16 +407,59 @@ export interface ColumnShape {
   readonly dataType: string;
   readonly extra: string;
   readonly generated: boolean;
+  /** The column's DEFAULT as MariaDB shows it (SQL: a quoted literal or an expression), or null for none. */
+  readonly default: string | null;
 }
 
 export async function mysqlColumnShape(db: SqlExecutor, table: string, column: string): Promise<ColumnShape | undefined> {
   const res = await db.run(
-    `SELECT DATA_TYPE, EXTRA, IS_GENERATED FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ${currentSchemaExpr(f)} AND TABLE_NAME = ? AND COLUMN_NAME = ?`,
+    `SELECT DATA_TYPE, EXTRA, IS_GENERATED, COLUMN_DEFAULT FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ${currentSchemaExpr(f)} AND TABLE_NAME = ? AND COLUMN_NAME = ?`,
     [table, column],
   );
   const row = res.rows[0];
   if (!row) return undefined;
-  return { dataType: String(row[0]).toLowerCase(), extra: String(row[1] ?? '').toLowerCase(), generated: String(row[2]) === 'ALWAYS' };
+  return {
+    dataType: String(row[0]).toLowerCase(),
+    extra: String(row[1] ?? '').toLowerCase(),
+    generated: String(row[2]) === 'ALWAYS',
+    // MariaDB shows a column without a DEFAULT as NULL, and DEFAULT NULL as the text NULL.
+    default: row[3] == null || String(row[3]) === 'NULL' ? null : String(row[3]),
+  };
+}
+
+/** Whether `table` is a table of the connection's database: to tell a missing table from a missing column. */
+export async function mysqlTableExists(db: SqlExecutor, table: string): Promise<boolean> {
+  const res = await db.run(
+    `SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ${currentSchemaExpr(f)} AND TABLE_NAME = ?`,
+    [table],
+  );
+  return Number(res.rows[0]?.[0]) > 0;
+}
+
+/** The DEFAULTs `attach --replace` replaced (next-id.ts NEXT_ID_REPLACED), in the connection's database. */
+export const MYSQL_NEXT_ID_REPLACED = 'idlease_next_id_replaced';
+
+export async function recordMysqlReplacedDefault(db: SqlExecutor, table: string, column: string, previous: string): Promise<void> {
+  await db.run(
+    `CREATE TABLE IF NOT EXISTS ${q(MYSQL_NEXT_ID_REPLACED)} (table_name varchar(192) NOT NULL, column_name varchar(64) NOT NULL, previous_default text NOT NULL, replaced_at timestamp(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3), PRIMARY KEY (table_name, column_name)) ENGINE=InnoDB`,
+    [],
+  );
+  await db.run(
+    `INSERT INTO ${q(MYSQL_NEXT_ID_REPLACED)} (table_name, column_name, previous_default) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE previous_default = VALUES(previous_default), replaced_at = CURRENT_TIMESTAMP(3)`,
+    [table, column, previous],
+  );
+}
+
+export async function takeMysqlReplacedDefault(db: SqlExecutor, table: string, column: string): Promise<string | undefined> {
+  if (!(await mysqlTableExists(db, MYSQL_NEXT_ID_REPLACED))) return undefined;
+  const res = await db.run(`SELECT previous_default FROM ${q(MYSQL_NEXT_ID_REPLACED)} WHERE table_name = ? AND column_name = ?`, [
+    table,
+    column,
+  ]);
+  const row = res.rows[0];
+  if (row === undefined) return undefined;
+  await db.run(`DELETE FROM ${q(MYSQL_NEXT_ID_REPLACED)} WHERE table_name = ? AND column_name = ?`, [table, column]);
+  return String(row[0]);
 }
 
 export async function setMysqlColumnDefault(db: SqlExecutor, table: string, column: string, expression: string | null): Promise<void> {

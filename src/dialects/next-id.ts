@@ -289,6 +289,7 @@ $$`,
       `DROP FUNCTION IF EXISTS ${s}.id_shard(bigint)`,
       `DROP FUNCTION IF EXISTS ${s}.id_sequence(bigint)`,
       `DROP SEQUENCE IF EXISTS ${seq}`,
+      `DROP TABLE IF EXISTS ${qualified(f, o.schema, NEXT_ID_REPLACED)}`,
     ],
   };
 }
@@ -415,6 +416,51 @@ export async function postgresColumnShape(
   const row = res.rows[0];
   if (!row) return undefined;
   return { dataType: String(row[0]), identity: isTrue(row[1]), generated: isTrue(row[2]), default: row[3] == null ? null : String(row[3]) };
+}
+
+/** Whether `table` (as written, quoted where it must be) names a table: to tell a missing table from a missing column. */
+export async function postgresTableExists(db: SqlExecutor, table: string): Promise<boolean> {
+  const res = await db.run('SELECT pg_catalog.to_regclass(?) IS NOT NULL AS found', [table]);
+  return isTrue(res.rows[0]?.[0]);
+}
+
+/**
+ * The DEFAULTs `attach --replace` replaced, per column, so that detach puts each back: a table in
+ * next_id()'s schema, made when first needed (most installs never replace one), dropped with
+ * next_id() by the down migration.
+ */
+export const NEXT_ID_REPLACED = 'idlease_next_id_replaced';
+
+export async function recordPostgresReplacedDefault(
+  db: SqlExecutor,
+  schema: string,
+  table: string,
+  column: string,
+  previous: string,
+): Promise<void> {
+  const t = qualified('postgres', schema, NEXT_ID_REPLACED);
+  await db.run(
+    `CREATE TABLE IF NOT EXISTS ${t} (table_name text NOT NULL, column_name text NOT NULL, previous_default text NOT NULL, replaced_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (table_name, column_name))`,
+    [],
+  );
+  await db.run(
+    `INSERT INTO ${t} (table_name, column_name, previous_default) VALUES (?, ?, ?) ON CONFLICT (table_name, column_name) DO UPDATE SET previous_default = EXCLUDED.previous_default, replaced_at = now()`,
+    [table, column, previous],
+  );
+}
+
+/** The DEFAULT attach replaced on `table.column` (and forget it), or undefined when it replaced none. */
+export async function takePostgresReplacedDefault(
+  db: SqlExecutor,
+  schema: string,
+  table: string,
+  column: string,
+): Promise<string | undefined> {
+  const t = qualified('postgres', schema, NEXT_ID_REPLACED);
+  if (!isTrue((await db.run('SELECT pg_catalog.to_regclass(?) IS NOT NULL', [t])).rows[0]?.[0])) return undefined;
+  const res = await db.run(`DELETE FROM ${t} WHERE table_name = ? AND column_name = ? RETURNING previous_default`, [table, column]);
+  const row = res.rows[0];
+  return row === undefined ? undefined : String(row[0]);
 }
 
 export async function setPostgresColumnDefault(db: SqlExecutor, table: string, column: string, expression: string | null): Promise<void> {

@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import { isPostgres } from '../dialects/detect.js';
 import { currentSchema, ensureSchema, relationsIn } from '../dialects/relocate.js';
+import { refuseUntestedServer } from '../dialects/server-kind.js';
 import type { SqlExecutor } from '../dialects/sql.js';
 import { knexExecutor, knexFlavor } from '../drivers/knex.js';
 import { IdleaseError } from '../errors.js';
@@ -28,6 +29,7 @@ export function knexFileMigration(options: Omit<MigrateOptions, 'direction' | 'l
   return {
     async up(knex) {
       const p = plan(knex);
+      await refuseUntestedServer(knexExecutor(knex));
       if (p.schema !== undefined && isPostgres(p.flavor)) {
         const db = knexExecutor(knex);
         await ensureSchema(db, p.schema);
@@ -58,6 +60,7 @@ export function nextIdKnexMigration(nextId: MigrateOptions['nextId'] = true): {
   };
   return {
     async up(knex) {
+      await refuseUntestedServer(knexExecutor(knex));
       for (const m of plan(knex)) {
         await m.refuseUp?.(knex);
         await m.up(knex);

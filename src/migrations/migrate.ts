@@ -1,3 +1,4 @@
+import { refuseUntestedServer } from '../dialects/server-kind.js';
 import type { Knex } from 'knex';
 import { DEFAULT_SCHEMA, isPostgres, type Flavor } from '../dialects/detect.js';
 import { appliedMigrationNames, dedupeMigrationLockRows, ensureMigrationLockRow } from '../dialects/migrations.js';
@@ -227,6 +228,7 @@ export async function migrate(knex: Knex, options: MigrateOptions = {}): Promise
         });
         relocation ??= r;
       }
+      if (attempt === 0) await refuseUntestedServer(knexExecutor(knex));
       await ensureMigrationLockRow(knexExecutor(knex), plan.schema, plan.migrationsTable);
       if (plan.direction === 'up') for (const m of plan.migrations) await m.refuseUp?.(knex);
       const applied = plan.direction === 'up' ? await up(knex, config) : await down(knex, config, plan);

@@ -14,6 +14,9 @@ import {
   nextIdDependents,
   nextIdLagMs,
   postgresColumnShape,
+  postgresTableExists,
+  recordPostgresReplacedDefault,
+  takePostgresReplacedDefault,
   readNextIdInstall,
   setPostgresColumnDefault,
 } from '../dialects/next-id.js';
@@ -21,6 +24,9 @@ import {
   checkMysqlNextIdServer,
   enableMysqlNextIdTicker,
   mysqlColumnShape,
+  mysqlTableExists,
+  recordMysqlReplacedDefault,
+  takeMysqlReplacedDefault,
   mysqlNextIdAttached,
   mysqlNextIdExpression,
   mysqlNextIdNow,
@@ -34,7 +40,7 @@ import { quoteIdent } from '../dialects/flavor.js';
 import type { SqlExecutor } from '../dialects/sql.js';
 import { executorFor, type KnexOrPool } from '../drivers/index.js';
 import { IdleaseError } from '../errors.js';
-import { validateIdentifier } from '../identifiers.js';
+import { validateIdentifier, validateUserIdentifier } from '../identifiers.js';
 import type { IdLayout } from '../layout/index.js';
 
 export interface AttachNextIdOptions {
@@ -51,6 +57,11 @@ export interface AttachNextIdOptions {
    * same guarantees. MariaDB has only the expression.
    */
   readonly form?: 'expression' | 'call';
+  /**
+   * attach: replace a DEFAULT the column already has (a bigserial's `nextval(…)`, a literal);
+   * without it such a column is refused. detach puts the replaced DEFAULT back. Default false.
+   */
+  readonly replace?: boolean;
 }
 
 export interface NextIdAttachment {
@@ -58,6 +69,8 @@ export interface NextIdAttachment {
   readonly column: string;
   /** The DEFAULT now on the column (attach) or that was dropped (detach). */
   readonly expression: string;
+  /** attach: the DEFAULT it replaced (replace: true); detach: the DEFAULT it put back. Absent when none. */
+  readonly previous?: string;
 }
 
 export interface NextIdStatus {
@@ -89,11 +102,11 @@ function tableParts(table: unknown, postgres: boolean): { name: string; quoted: 
     throw new IdleaseError('BAD_ARGUMENT', `table must be a table name such as 'orders', got ${String(table)}.`);
   const parts = table.split('.');
   if (parts.length === 2 && postgres) {
-    const s = validateIdentifier(parts[0], 'table (schema part)');
-    const t = validateIdentifier(parts[1], 'table');
+    const s = validateUserIdentifier(parts[0], 'table (schema part)');
+    const t = validateUserIdentifier(parts[1], 'table');
     return { name: t, quoted: `${quoteIdent('postgres', s)}.${quoteIdent('postgres', t)}`, text: `${s}.${t}` };
   }
-  const t = validateIdentifier(table, 'table');
+  const t = validateUserIdentifier(table, 'table');
   return { name: t, quoted: quoteIdent(postgres ? 'postgres' : 'mysql', t), text: t };
 }
 
@@ -153,20 +166,30 @@ export async function attachNextId(db: KnexOrPool, options: AttachNextIdOptions)
   const exec = executorFor(db);
   const postgres = isPostgres(exec.flavor);
   const t = tableParts(options?.table, postgres);
-  const column = validateIdentifier(options.column ?? 'id', 'column');
+  const column = validateUserIdentifier(options.column ?? 'id', 'column');
   const form = options.form ?? 'expression';
   if (form !== 'expression' && form !== 'call') {
     throw new IdleaseError('BAD_ARGUMENT', `form must be 'expression' or 'call', got ${JSON.stringify(form)}.`);
+  }
+  if (options.replace !== undefined && typeof options.replace !== 'boolean') {
+    throw new IdleaseError('BAD_ARGUMENT', `replace must be true or false, got ${JSON.stringify(options.replace)}.`);
   }
   return typedConnectionErrors(async () => {
     if (postgres) {
       const schema = validateIdentifier(options.schema ?? 'public', 'schema');
       const installed = await requirePostgresInstall(exec, schema);
       const shape = await postgresColumnShape(exec, t.quoted, column);
+      if (shape === undefined && !(await postgresTableExists(exec, t.quoted))) throw noTable(t.text);
       refuseColumn(t.text, column, shape && { bigint: shape.dataType === 'bigint', auto: shape.identity, generated: shape.generated });
       const expression = form === 'call' ? nextIdCall(schema) : nextIdDefaultExpression({ schema, ...installed });
+      const attached = (await nextIdDependents(exec, schema)).some((d) => d.column === column && sameTable(d.table, t.text));
+      const previous = attached ? null : (shape?.default ?? null);
+      if (previous !== null) {
+        refuseReplacing(t.text, column, previous, options.replace);
+        await recordPostgresReplacedDefault(exec, schema, t.text, column, previous);
+      }
       await setPostgresColumnDefault(exec, t.quoted, column, expression);
-      return Object.freeze({ table: t.text, column, expression });
+      return Object.freeze({ table: t.text, column, expression, ...(previous !== null ? { previous } : {}) });
     }
     refuseSchemaOnMysql(options.schema);
     if (form === 'call') {
@@ -184,15 +207,20 @@ export async function attachNextId(db: KnexOrPool, options: AttachNextIdOptions)
     await checkMysqlNextIdServer(exec);
     let state = await requireMysqlInstall(exec);
     const shape = await mysqlColumnShape(exec, t.name, column);
+    if (shape === undefined && !(await mysqlTableExists(exec, t.name))) throw noTable(t.text);
     refuseColumn(
       t.text,
       column,
       shape && { bigint: shape.dataType === 'bigint', auto: shape.extra.includes('auto_increment'), generated: shape.generated },
     );
+    const attached = (await mysqlNextIdAttached(exec)).some((a) => a.table === t.name && a.column === column);
+    const previous = attached ? null : (shape?.default ?? null);
+    if (previous !== null) refuseReplacing(t.text, column, previous, options.replace);
     if ((await mysqlServerId(exec)) !== state.homeServerId) state = await moveHome(exec);
     const expression = mysqlNextIdExpression(state);
+    if (previous !== null) await recordMysqlReplacedDefault(exec, t.name, column, previous);
     await setMysqlColumnDefault(exec, t.name, column, expression);
-    return Object.freeze({ table: t.text, column, expression });
+    return Object.freeze({ table: t.text, column, expression, ...(previous !== null ? { previous } : {}) });
   });
 }
 
@@ -216,6 +244,25 @@ async function moveHome(exec: SqlExecutor): Promise<MysqlNextIdState> {
   }
   await enableMysqlNextIdTicker(exec);
   return moved;
+}
+
+/** regclass::text quotes where it must (`"Order"`, `app."Order"`: nextIdDependents); names hold no quote (validated). */
+const sameTable = (listed: string, given: string) => listed.replace(/"/g, '') === given;
+
+/** A DEFAULT the column already has is replaced only when asked: a bigserial's nextval(…) would vanish unseen. */
+function refuseReplacing(table: string, column: string, previous: string, replace: boolean | undefined): void {
+  if (replace === true) return;
+  throw new IdleaseError(
+    'BAD_ARGUMENT',
+    `${table}.${column} already has DEFAULT ${previous}; attach would replace it. Pass replace: true (CLI: --replace) to replace it: detach then puts it back.`,
+  );
+}
+
+function noTable(table: string): IdleaseError {
+  return new IdleaseError(
+    'BAD_ARGUMENT',
+    `There is no table ${table} (on PostgreSQL: in the search_path, unless named with its schema, schema.table). Create it first, or check the name.`,
+  );
 }
 
 function refuseColumn(table: string, column: string, shape: { bigint: boolean; auto: boolean; generated: boolean } | undefined): void {
@@ -244,23 +291,30 @@ export async function detachNextId(db: KnexOrPool, options: AttachNextIdOptions)
   const exec = executorFor(db);
   const postgres = isPostgres(exec.flavor);
   const t = tableParts(options?.table, postgres);
-  const column = validateIdentifier(options.column ?? 'id', 'column');
+  const column = validateUserIdentifier(options.column ?? 'id', 'column');
   return typedConnectionErrors(async () => {
     if (postgres) {
       const schema = validateIdentifier(options.schema ?? 'public', 'schema');
       const attached = await nextIdDependents(exec, schema);
-      const hit = attached.find((d) => d.column === column && (d.table === t.text || d.table === `"${t.text}"`));
+      const hit = attached.find((d) => d.column === column && sameTable(d.table, t.text));
       if (hit === undefined) throw notAttached(t.text, column);
       const dropped = (await postgresColumnShape(exec, t.quoted, column))?.default ?? '';
-      await setPostgresColumnDefault(exec, t.quoted, column, null);
-      return Object.freeze({ table: t.text, column, expression: dropped });
+      const previous = await takePostgresReplacedDefault(exec, schema, t.text, column);
+      await setPostgresColumnDefault(exec, t.quoted, column, previous ?? null);
+      return Object.freeze({ table: t.text, column, expression: dropped, ...(previous !== undefined ? { previous } : {}) });
     }
     refuseSchemaOnMysql(options.schema);
     const state = await requireMysqlInstall(exec);
     const attached = await mysqlNextIdAttached(exec);
     if (!attached.some((a) => a.table === t.name && a.column === column)) throw notAttached(t.text, column);
-    await setMysqlColumnDefault(exec, t.name, column, null);
-    return Object.freeze({ table: t.text, column, expression: mysqlNextIdExpression(state) });
+    const previous = await takeMysqlReplacedDefault(exec, t.name, column);
+    await setMysqlColumnDefault(exec, t.name, column, previous ?? null);
+    return Object.freeze({
+      table: t.text,
+      column,
+      expression: mysqlNextIdExpression(state),
+      ...(previous !== undefined ? { previous } : {}),
+    });
   });
 }
 

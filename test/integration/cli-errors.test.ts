@@ -63,11 +63,26 @@ describe('CLI errors: one line, the right code, at once', () => {
     }
   });
 
-  it('a wrong password or an unknown database fails at once as BAD_CONFIG naming the cause, not DB_UNAVAILABLE', async () => {
+  it('a wrong password, a user or role that does not exist, or an unknown database fails at once from next, tickets, migrate and serve as BAD_CONFIG naming the cause, not DB_UNAVAILABLE', async () => {
     const cases: Array<[string, RegExp]> = [
       [
         withUrl(my.url, (u) => {
           u.password = 'wrong-password';
+        }),
+        /access denied/,
+      ],
+      // A user that does not exist, no password: MariaDB answers it as the plugin it picks from the
+      // name's hash would (so that a probe cannot tell which users exist): 1698 for this name, not 1045.
+      [
+        withUrl(inject('mysqlUrl'), (u) => {
+          u.username = 'nosuchuser';
+        }),
+        /access denied/,
+      ],
+      // A role that does not exist: PostgreSQL answers 28000.
+      [
+        withUrl(inject('pgUrl'), (u) => {
+          u.username = 'idl_no_such_role';
         }),
         /access denied/,
       ],
@@ -85,14 +100,14 @@ describe('CLI errors: one line, the right code, at once', () => {
       ],
     ];
     const runs = cases.flatMap(([url, why]) =>
-      [
-        ['next', 'order'],
-        ['tickets', 'next'],
-      ].map(async (args) => ({ why, res: await runCli(['--url', url, ...args], { cwd: dir }) })),
+      [['next', 'order'], ['tickets', 'next'], ['migrate'], ['serve', '--port', '0']].map(async (args) => ({
+        why,
+        res: await runCli(['--url', url, ...args], { cwd: dir }),
+      })),
     );
     for (const { why, res } of await Promise.all(runs)) {
       expectOneLine(res, 'BAD_CONFIG', 2);
-      expect(res.stderr).toMatch(why);
+      expect(res.stderr, res.stderr).toMatch(why);
       expect(res.stderr).not.toContain('wrong-password');
     }
   });

@@ -1,5 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Knex } from 'knex';
+import { readdirSync } from 'node:fs';
+import path from 'node:path';
+import { REPO_ROOT } from '../helpers/cli.js';
 import { ALL_FLAVORS, createTestDb, type TestDb, type TestFlavor } from '../helpers/db.js';
 import { schemaSnapshot } from '../helpers/schema-snapshot.js';
 import { migrate, type MigrateOptions } from '../../src/migrations/migrate.js';
@@ -108,6 +111,33 @@ describe.each(ALL_FLAVORS)('migrate() on %s', (flavor) => {
       expect(seen).toContain(name);
     }
     expect(reinstalled).toEqual(await schemaSnapshot(fresh.knex, flavor));
+  });
+
+  it("the knex files' default directory installs what migrate() installs, where it installs it, and nothing else", async () => {
+    const [viaFiles, viaMigrate] = await Promise.all([createTestDb(flavor, 'knexroute_files'), createTestDb(flavor, 'knexroute_api')]);
+    try {
+      // The default directory as knex reads it: its own files, in name order (the opt-in directories are not in it).
+      const dir = path.join(REPO_ROOT, 'migrations');
+      const files = readdirSync(dir)
+        .filter((f) => f.endsWith('.ts'))
+        .sort();
+      expect(files.length).toBeGreaterThan(0);
+      for (const f of files) await ((await import(path.join(dir, f))) as { up: (k: Knex) => Promise<void> }).up(viaFiles.knex);
+      await migrate(viaMigrate.knex);
+      // Bookkeeping differs by design (knex's table where the knexfile says); every object else must match.
+      const objects = async (k: Knex) =>
+        Object.fromEntries(
+          Object.entries(await schemaSnapshot(k, flavor)).map(([kind, rows]) => [
+            kind,
+            rows.filter((r) => !JSON.stringify(r).includes('idlease_migrations')),
+          ]),
+        );
+      const installed = await objects(viaFiles.knex);
+      expect(JSON.stringify(installed)).toContain('idlease_segments');
+      expect(installed).toEqual(await objects(viaMigrate.knex));
+    } finally {
+      await Promise.all([viaFiles.drop(), viaMigrate.drop()]);
+    }
   });
 
   it('two concurrent migrate calls both succeed and install once', async () => {

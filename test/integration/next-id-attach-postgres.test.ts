@@ -244,6 +244,69 @@ describe('the attached DEFAULT on PostgreSQL', () => {
   });
 });
 
+describe('attach on a column that has a DEFAULT of its own (PostgreSQL)', () => {
+  let db: TestDb;
+  beforeAll(async () => {
+    db = await createTestDb('postgres', 'nid_replace');
+    await migrate(db.knex, { segments: false, nextId: { schema: 'nr' } });
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+  const defaultOf = async (table: string): Promise<string | null> =>
+    (await db.knex.raw(`SELECT pg_get_expr(adbin, adrelid) AS d FROM pg_attrdef WHERE adrelid = ?::regclass`, [table])).rows[0]?.d ?? null;
+
+  it("a bigserial's nextval() is not replaced unless asked; with replace, detach puts it back and inserts go on", async () => {
+    await db.knex.raw('CREATE TABLE serial_orders (id bigserial PRIMARY KEY, x int)');
+    await db.knex.raw('INSERT INTO serial_orders (x) VALUES (1), (2)');
+    const before = await defaultOf('serial_orders');
+    expect(before).toMatch(/^nextval\('serial_orders_id_seq'/);
+    await expect(attachNextId(db.knex, { table: 'serial_orders', schema: 'nr' })).rejects.toMatchObject({
+      code: 'BAD_ARGUMENT',
+      message: expect.stringMatching(/already has DEFAULT nextval\('serial_orders_id_seq'.*replace: true \(CLI: --replace\)/),
+    });
+    expect(await defaultOf('serial_orders')).toBe(before);
+    await expect(
+      attachNextId(db.knex, { table: 'serial_orders', schema: 'nr', replace: 'yes' as unknown as boolean }),
+    ).rejects.toMatchObject({
+      code: 'BAD_ARGUMENT',
+    });
+    const a = await attachNextId(db.knex, { table: 'serial_orders', schema: 'nr', replace: true });
+    expect(a.previous).toBe(before);
+    // Attach again (a layout change, a rehome): the replaced DEFAULT stays the one to put back.
+    expect((await attachNextId(db.knex, { table: 'serial_orders', schema: 'nr' })).previous).toBeUndefined();
+    const big = toBigInt((await db.knex.raw('INSERT INTO serial_orders (x) VALUES (3) RETURNING id::text AS id')).rows[0].id);
+    expect(big).toBeGreaterThan(2n ** 40n);
+    const d = await detachNextId(db.knex, { table: 'serial_orders', schema: 'nr' });
+    expect(d.previous).toBe(before);
+    expect(await defaultOf('serial_orders')).toBe(before);
+    const small = toBigInt((await db.knex.raw('INSERT INTO serial_orders (x) VALUES (4) RETURNING id::text AS id')).rows[0].id);
+    expect(small).toBe(3n);
+    // Detached once, nothing more to put back: a second attach and detach leave no DEFAULT.
+    await db.knex.raw('ALTER TABLE serial_orders ALTER COLUMN id DROP DEFAULT');
+    await attachNextId(db.knex, { table: 'serial_orders', schema: 'nr' });
+    expect((await detachNextId(db.knex, { table: 'serial_orders', schema: 'nr' })).previous).toBeUndefined();
+    expect(await defaultOf('serial_orders')).toBeNull();
+  });
+
+  it("a mixed-case table and column (Prisma's model Order) are taken as written, quoted", async () => {
+    await db.knex.raw('CREATE SCHEMA "App"');
+    await db.knex.raw('CREATE TABLE "App"."Order" ("orderId" bigint NOT NULL, x int)');
+    const a = await attachNextId(db.knex, { table: 'App.Order', column: 'orderId', schema: 'nr' });
+    expect(a.table).toBe('App.Order');
+    await db.knex.raw('INSERT INTO "App"."Order" (x) VALUES (1)');
+    expect((await nextIdStatus(db.knex, { schema: 'nr' })).attached).toContainEqual({ table: '"App"."Order"', column: 'orderId' });
+    await detachNextId(db.knex, { table: 'App.Order', column: 'orderId', schema: 'nr' });
+    for (const bad of ['Order"; DROP TABLE x; --', 'a b', '1abc', 'a.b.c']) {
+      await expect(attachNextId(db.knex, { table: bad, schema: 'nr' }), bad).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+    }
+  });
+
+  it('a table that does not exist is named as missing', async () => {
+    await expect(attachNextId(db.knex, { table: 'nonexist', schema: 'nr' })).rejects.toThrow(/There is no table nonexist/);
+  });
+});
+
 describe('the attached DEFAULT on PGlite', () => {
   let db: TestDb;
   beforeAll(async () => {

@@ -161,6 +161,7 @@ describe('next_id() on MariaDB (private server: event scheduler on, ROW binary l
     await migrate(knex, { segments: false, nextId: true });
     await knex.raw('CREATE TABLE t_bad (id int NOT NULL PRIMARY KEY, k bigint NOT NULL AUTO_INCREMENT UNIQUE)');
     await expect(attachNextId(knex, { table: 't_bad', column: 'nope' })).rejects.toThrow(/has no column nope/);
+    await expect(attachNextId(knex, { table: 't_nonexist' })).rejects.toThrow(/There is no table t_nonexist/);
     await expect(attachNextId(knex, { table: 't_bad' })).rejects.toThrow(/is not a bigint/);
     await expect(attachNextId(knex, { table: 't_bad', column: 'k' })).rejects.toThrow(/AUTO_INCREMENT/);
     await expect(attachNextId(knex, { table: 't_bad', schema: 'x' })).rejects.toMatchObject({ code: 'BAD_CONFIG' });
@@ -168,6 +169,35 @@ describe('next_id() on MariaDB (private server: event scheduler on, ROW binary l
     await expect(migrate(knex, { segments: false, nextId: { schema: 'x' } })).rejects.toMatchObject({ code: 'BAD_CONFIG' });
     await knex.raw('DROP TABLE t_bad');
     await migrate(knex, { segments: false, nextId: true, direction: 'down' });
+  });
+
+  it('a DEFAULT of its own is not replaced unless asked; with replace, detach puts it back', async () => {
+    await migrate(knex, { segments: false, nextId: true });
+    await knex.raw('CREATE TABLE t_def (id bigint NOT NULL DEFAULT 42, v int)');
+    await expect(attachNextId(knex, { table: 't_def' })).rejects.toMatchObject({
+      code: 'BAD_ARGUMENT',
+      message: expect.stringMatching(/t_def\.id already has DEFAULT 42; .*--replace/),
+    });
+    const a = await attachNextId(knex, { table: 't_def', replace: true });
+    expect(a.previous).toBe('42');
+    expect((await attachNextId(knex, { table: 't_def' })).previous).toBeUndefined();
+    await knex.raw('INSERT INTO t_def (v) VALUES (1)');
+    const d = await detachNextId(knex, { table: 't_def' });
+    expect(d.previous).toBe('42');
+    await knex.raw('INSERT INTO t_def (v) VALUES (2)');
+    const rows = (await knex.raw('SELECT CAST(id AS CHAR) AS id FROM t_def ORDER BY v'))[0] as Array<{ id: string }>;
+    expect(BigInt(rows[0]!.id)).toBeGreaterThan(2n ** 40n);
+    expect(rows[1]!.id).toBe('42');
+    await knex.raw('DROP TABLE t_def');
+    // A mixed-case table and column, as an ORM names them: taken as written, quoted.
+    await knex.raw('CREATE TABLE `Order` (`orderId` bigint NOT NULL, v int)');
+    await attachNextId(knex, { table: 'Order', column: 'orderId' });
+    await knex.raw('INSERT INTO `Order` (v) VALUES (1)');
+    expect((await nextIdStatus(knex)).attached).toEqual([{ table: 'Order', column: 'orderId' }]);
+    await detachNextId(knex, { table: 'Order', column: 'orderId' });
+    await knex.raw('DROP TABLE `Order`');
+    await migrate(knex, { segments: false, nextId: true, direction: 'down' });
+    expect(((await knex.raw("SHOW TABLES LIKE 'idlease_next_id_replaced'"))[0] as unknown[]).length).toBe(0);
   });
 
   it('mariadb-dump --skip-add-locks and a restore keep IDs unique (the restored sequence is past every ID)', async () => {
@@ -325,5 +355,7 @@ describe('next-id attach/detach/status on PostgreSQL', () => {
     await expect(detachNextId(db.knex, { table: 'orders', schema: 'shard_7' })).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
     await db.knex.raw('CREATE TABLE serials (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY)');
     await expect(attachNextId(db.knex, { table: 'serials', schema: 'shard_7' })).rejects.toThrow(/identity/);
+    await expect(attachNextId(db.knex, { table: 'nonexist', schema: 'shard_7' })).rejects.toThrow(/There is no table nonexist/);
+    await expect(attachNextId(db.knex, { table: 'serials', column: 'nope', schema: 'shard_7' })).rejects.toThrow(/has no column nope/);
   });
 });

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ALL_FLAVORS, createTestDb, ownSchemaBuilder, type TestDb } from '../helpers/db.js';
 import { migrate } from '../../src/migrations/migrate.js';
 import { createKnexWorkerIdStore, newHolder, type WorkerIdStore } from '../../src/snowflake/worker-store.js';
-import { up as fileUp, down as fileDown } from '../../migrations/20261123000004_workers.js';
+import { up as fileUp, down as fileDown } from '../../migrations/workers/20261123000004_workers.js';
 import { isIdleaseError } from '../../src/errors.js';
 import { runCli } from '../helpers/cli.js';
 
