@@ -207,7 +207,7 @@ Examples:
     });
   group
     .command('status')
-    .description("the installed layout, shard, attached columns and the time field's lag now")
+    .description("the installed layout, shard, attached columns and how far the next ID's time field trails or leads the clock")
     .option('--next-id-schema <name>', 'PostgreSQL: schema next_id() was installed in (default public)')
     .action(async (flags: { nextIdSchema?: string }, self: Command) => {
       await withKnex(self, async (knex) => {
@@ -216,7 +216,9 @@ Examples:
         const lines = [
           `next_id() in ${s.engine === 'mariadb' ? 'database' : 'schema'} ${s.schema}: shard ${s.shard}, layout ${l.timeBits}/${l.shardBits}/${l.sequenceBits} bits (time/shard/sequence), epoch ${l.epoch}`,
           `attached: ${s.attached.length === 0 ? 'none' : s.attached.map((a) => `${a.table}.${a.column}`).join(', ')}`,
-          `time field lag now: ${s.lagMs === null ? 'never drawn' : `${s.lagMs} ms`}`,
+          s.leadMs > 0
+            ? `time field now: ${s.leadMs} ms ahead of the clock (a burst, a bump or a failover's jump; the clock catches up)`
+            : `time field now: ${s.lagMs === 0 ? 'on the clock' : `${s.lagMs} ms behind the clock`}`,
         ];
         if (s.homeServerId !== undefined && s.serverId !== undefined) {
           lines.push(

@@ -344,8 +344,13 @@ export async function mysqlNextIdAttached(db: SqlExecutor): Promise<AttachedColu
 export interface MysqlNextIdHere {
   /** @@GLOBAL.server_id of this server. */
   readonly serverId: number;
-  /** Clock minus the time field of the next counter, in ms (negative: the next IDs run ahead). */
+  /**
+   * How far the next ID's time field trails the clock now, ms: the DEFAULT draws the counter as it
+   * is, so a ticker that stopped shows here as it grows (running, it stays within a tick).
+   */
   readonly lagMs: number;
+  /** How far it runs ahead of the clock, ms (a burst, a bump, the jump that made this server home). */
+  readonly leadMs: number;
   readonly readOnly: boolean;
   /** The ticker event's status here: ENABLED, DISABLED, or SLAVESIDE_DISABLED (arrived by replication). */
   readonly ticker: string;
@@ -364,7 +369,8 @@ export async function mysqlNextIdNow(db: SqlExecutor, s: MysqlNextIdState): Prom
   const nextMs = (toBigInt(next, 'next_not_cached_value') >> BigInt(s.layout.sequenceBits)) + BigInt(s.layout.epochMs);
   return {
     serverId: Number(serverId),
-    lagMs: Number(toBigInt(now, 'clock') - nextMs),
+    lagMs: Math.max(0, Number(toBigInt(now, 'clock') - nextMs)),
+    leadMs: Math.max(0, Number(nextMs - toBigInt(now, 'clock'))),
     readOnly: Number(readOnly) === 1,
     ticker: String(ticker ?? 'MISSING'),
     eventScheduler: String(scheduler),

@@ -392,13 +392,22 @@ export async function readNextIdInstall(db: SqlExecutor, schema: string): Promis
 }
 
 /** The time field's lag now (clock − the time of the last draw), in ms; null when never drawn. */
-export async function nextIdLagMs(db: SqlExecutor, schema: string, layout: IdLayout): Promise<number | null> {
+/**
+ * How far the next ID's time field would trail (lag) or run ahead of (lead) the clock now. The
+ * fast path serves a draw up to NEXT_ID_SLACK_MS behind the clock as it is and catches anything
+ * older up to the clock first, so an idle sequence is no lag at all: the lag is at most the slack.
+ * A lead is real: the counter ran ahead in a burst or was bumped past the clock.
+ */
+export async function nextIdTimeField(db: SqlExecutor, schema: string, layout: IdLayout): Promise<{ lagMs: number; leadMs: number }> {
   const seq = `'${qualified('postgres', schema, NEXT_ID_SEQUENCE)}'::pg_catalog.regclass`;
   const res = await db.run(`SELECT pg_catalog.pg_sequence_last_value(${seq})::text, floor(${clockMs('postgres')})::bigint::text`, []);
   const [last, now] = res.rows[0]!;
-  if (last == null) return null;
-  const ms = (toBigInt(last, 'last_value') >> BigInt(layout.sequenceBits)) + BigInt(layout.epochMs);
-  return Number(toBigInt(now, 'clock') - ms);
+  // Never drawn: the first draw catches up to the clock.
+  if (last == null) return { lagMs: 0, leadMs: 0 };
+  const nextMs = ((toBigInt(last, 'last_value') + 1n) >> BigInt(layout.sequenceBits)) + BigInt(layout.epochMs);
+  const behind = Number(toBigInt(now, 'clock') - nextMs);
+  if (behind < 0) return { lagMs: 0, leadMs: -behind };
+  return { lagMs: behind < NEXT_ID_SLACK_MS ? behind : 0, leadMs: 0 };
 }
 
 export async function postgresColumnShape(

@@ -12,7 +12,7 @@ import {
   nextIdCall,
   nextIdDefaultExpression,
   nextIdDependents,
-  nextIdLagMs,
+  nextIdTimeField,
   postgresColumnShape,
   postgresTableExists,
   recordPostgresReplacedDefault,
@@ -81,11 +81,14 @@ export interface NextIdStatus {
   readonly layout: Readonly<{ timeBits: number; shardBits: number; sequenceBits: number; epochMs: number; epoch: string }>;
   readonly attached: ReadonlyArray<Readonly<{ table: string; column: string }>>;
   /**
-   * Clock minus the time field of the next counter, in ms (negative: IDs run ahead of the
-   * clock). MariaDB: the ticker keeps it near 0. PostgreSQL: the time since the last draw when
-   * idle (the next draw catches up); null when never drawn.
+   * How far the time field of the next ID would trail the clock now, ms (0 when on it or ahead).
+   * PostgreSQL: at most a few ms whatever the last insert was (a draw further behind is caught up
+   * to the clock), so an idle hour is no lag. MariaDB: within a tick while the ticker runs; a
+   * stopped ticker (event scheduler off, ticker disabled) grows it second by second.
    */
-  readonly lagMs: number | null;
+  readonly lagMs: number;
+  /** How far it would run ahead of the clock, ms (a burst, `next-id bump --ahead-ms`, a failover's jump). */
+  readonly leadMs: number;
   /** MariaDB: @@GLOBAL.server_id of the home server (inserts elsewhere fail until it is made home) and of this one. */
   readonly homeServerId?: number;
   readonly serverId?: number;
@@ -339,7 +342,7 @@ export async function nextIdStatus(db: KnexOrPool, options: { schema?: string } 
         shard: installed.shard,
         layout: layoutOf(installed.layout),
         attached,
-        lagMs: await nextIdLagMs(exec, schema, installed.layout),
+        ...(await nextIdTimeField(exec, schema, installed.layout)),
       });
     }
     refuseSchemaOnMysql(options.schema);
@@ -353,6 +356,7 @@ export async function nextIdStatus(db: KnexOrPool, options: { schema?: string } 
       layout: layoutOf(state.layout),
       attached: await mysqlNextIdAttached(exec),
       lagMs: now.lagMs,
+      leadMs: now.leadMs,
       homeServerId: state.homeServerId,
       serverId: now.serverId,
       ticker: now.ticker,

@@ -4,6 +4,7 @@ import { createTestDb, type TestDb, type TestFlavor } from '../helpers/db.js';
 import { runCli } from '../helpers/cli.js';
 import { migrate } from '../../src/migrations/migrate.js';
 import { bumpNextId } from '../../src/next-id/admin.js';
+import { nextIdStatus } from '../../src/next-id/attach.js';
 import { decodeId, resolveLayout } from '../../src/layout/index.js';
 import { isIdleaseError } from '../../src/errors.js';
 import { toBigInt } from '../../src/ids.js';
@@ -33,6 +34,26 @@ describe.each<TestFlavor>(['postgres', 'pglite'])('bumpNextId on %s', (flavor) =
     const again = await bumpNextId(db.knex, { schema: 'nb', aheadMs: 0 });
     expect(again.after).toBe(again.before);
     expect(await draw()).toBeGreaterThan(after);
+  });
+
+  it('status: a sequence idle for 10 minutes is no lag (the next draw catches up); a bump shows as lead, not lag', async () => {
+    await migrate(db.knex, { segments: false, nextId: { schema: 'nl', sequenceBits: 10 } });
+    expect(await nextIdStatus(db.knex, { schema: 'nl' })).toMatchObject({ lagMs: 0, leadMs: 0 }); // never drawn
+    // Idle for 10 minutes: the counter's last draw 10 minutes before the clock, as a quiet spell leaves it.
+    const tenMinutesAgo = BigInt(Date.now() - 600_000 - layout.epochMs) << 10n;
+    await db.knex.raw(`SELECT setval('nl.idlease_next_id_seq', ?)`, [tenMinutesAgo.toString()]);
+    const idle = await nextIdStatus(db.knex, { schema: 'nl' });
+    expect(idle.lagMs).toBeLessThanOrEqual(10);
+    expect(idle.leadMs).toBe(0);
+    // And the next ID's time field is indeed on the clock.
+    const t = Date.now();
+    const id = toBigInt((await db.knex.raw('SELECT nl.next_id() AS id')).rows[0].id);
+    expect(Math.abs(decodeId(id, layout).unixMs - t)).toBeLessThan(1_000);
+    await bumpNextId(db.knex, { schema: 'nl', aheadMs: 30_000 });
+    const ahead = await nextIdStatus(db.knex, { schema: 'nl' });
+    expect(ahead.lagMs).toBe(0);
+    expect(ahead.leadMs).toBeGreaterThan(28_000);
+    expect(ahead.leadMs).toBeLessThanOrEqual(30_000);
   });
 
   it('refuses a schema without next_id() and an out-of-range margin, with the fix', async () => {
