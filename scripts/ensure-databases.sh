@@ -4,7 +4,7 @@
 # Installs them with apt-get on a bare Debian/Ubuntu box, starts them when stopped, and
 # says what it did. Safe to run again: what is already in place is left alone.
 # Also installs pgbouncer, galera-4 (+ rsync for its state transfer), faketime, and etcd-server, patroni and haproxy
-# (a Patroni cluster: started by the HA tests themselves, on ports of their own), and promtool (Debian package prometheus; the alert-rule test runs it, no Prometheus server is started).
+# (a Patroni cluster: started by the HA tests themselves, on ports of their own), and promtool and prometheus (Debian package prometheus; the alert-rule test runs promtool, the dashboard test starts a Prometheus of its own on a free port).
 # Skip the servers by setting IDLEASE_TEST_MYSQL_URL and IDLEASE_TEST_PG_URL.
 set -euo pipefail
 
@@ -110,13 +110,14 @@ ensure_tools() {
   if [ ${#ha[@]} -gt 0 ] && command -v systemctl >/dev/null; then
     sudo_ systemctl disable --now etcd patroni haproxy >/dev/null 2>&1 || true
   fi
-  if ! command -v promtool >/dev/null; then
-    # Only promtool is wanted: no node exporter (a recommendation), and the Prometheus server
-    # the package starts under systemd is stopped and disabled.
+  if ! command -v promtool >/dev/null || [ ! -x /usr/bin/prometheus ]; then
+    # promtool for the alert rules, the prometheus binary for the dashboard test (which starts
+    # its own on a free port): no node exporter (a recommendation), and the Prometheus server the
+    # package starts under systemd is stopped and disabled.
     apt_install --no-install-recommends prometheus
     if command -v systemctl >/dev/null; then sudo_ systemctl disable --now prometheus >/dev/null 2>&1 || true; fi
   fi
-  say "tools: pgbouncer, galera-4, rsync, faketime, redis-server, promtool, ip, nft, cc, openssl, time, etcd, patroni, haproxy present"
+  say "tools: pgbouncer, galera-4, rsync, faketime, redis-server, promtool, prometheus, ip, nft, cc, openssl, time, etcd, patroni, haproxy present"
 }
 
 ensure_mariadb

@@ -30,6 +30,7 @@ const COMMAND_MODULES: ReadonlyArray<readonly [names: readonly string[], registe
   [['serve'], async (program) => (await import('./serve.js')).registerServeCommand(program)],
   [['snowflake', 'workers'], async (program) => (await import('./snowflake.js')).registerSnowflakeCommands(program)],
   [['redis'], async (program) => (await import('./redis.js')).registerRedisCommands(program)],
+  [['dashboard'], async (program) => (await import('./dashboard.js')).registerDashboardCommand(program)],
 ];
 
 /** Root options that take a value: the word after them is not the command. */

@@ -3,3 +3,4 @@
  * behind this face: only `idlease serve` hands out remote leases.
  */
 export { collectMetrics, type Observable } from './collect.js';
+export { grafanaDashboard, dashboardQueries } from './dashboard.js';
