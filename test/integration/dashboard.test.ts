@@ -160,13 +160,13 @@ describe('the Grafana dashboard against a live Prometheus', () => {
       if (Date.now() > until) throw new Error(`targets not up within 30 s: ${JSON.stringify(await query('up'))}\n${promErr}`);
       await sleep(500);
     }
-    await sleep(8_000);
+    await sleep(12_000);
     const queries = dashboardQueries();
     expect(queries.length).toBeGreaterThanOrEqual(20);
     const empty: string[] = [];
     for (const q of queries) {
       // Grafana puts at least four scrape intervals here; the test scrapes every second.
-      const result = await query(q.expr.replaceAll('$__rate_interval', '5s'));
+      const result = await query(q.expr.replaceAll('$__rate_interval', '10s'));
       if (result.length === 0) empty.push(`${q.title}: ${q.expr}`);
     }
     expect(empty, `panels with no data:\n${empty.join('\n')}`).toEqual([]);
