@@ -23,10 +23,10 @@ import { instanceExpression } from '../../src/dialects/instance.js';
 import { createKnexWorkerIdStore, newHolder } from '../../src/snowflake/worker-store.js';
 import { startGalera, type GaleraCluster } from '../helpers/galera.js';
 import { markHaWorkers, startHaWorker, stopHaWorkers, tally, type HaWorker, type HaWorkerResult } from '../helpers/ha-workers.js';
+import { sleep } from '../helpers/wait.js';
 
 /** The bounds docs/failover.md recommends on Galera: above the production ~5 s stall when a node dies. */
 const GALERA_BOUNDS = { waitTimeoutMs: 10_000, statementTimeoutMs: 8_000 };
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 let cluster: GaleraCluster;
 beforeAll(async () => {

@@ -22,9 +22,9 @@ import { ERROR_CATEGORIES, type IdleaseErrorCode } from '../../src/errors.js';
 import { migrate } from '../../src/migrations/migrate.js';
 import { expectNoDuplicates, runFailover, summary, type FailoverTopology } from '../helpers/failover-scenario.js';
 import { expectSafeSnowflakeFailover } from '../helpers/snowflake-failover-scenario.js';
+import { sleep } from '../helpers/wait.js';
 
 const TICKET_WORKER = path.join(REPO_ROOT, 'test/partition/ticket-worker.ts');
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 let current: { primary: ServerInstance; replica: ServerInstance; vip: TcpSwitch; dir: string } | undefined;
 afterEach(async () => {

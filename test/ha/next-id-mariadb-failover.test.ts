@@ -23,8 +23,8 @@ import { runMain } from '../helpers/in-process.js';
 import { startMariadb, type ServerInstance } from '../helpers/servers.js';
 import { checkStreams } from '../chaos/check.js';
 import { startTcpSwitch, type TcpSwitch } from '../helpers/tcp-switch.js';
+import { sleep } from '../helpers/wait.js';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const sql = (port: number, statement: string) =>
   execFileSync('mariadb', ['-h127.0.0.1', `-P${port}`, '-uroot', '-N', '-e', statement]).toString();
 const url = (port: number) => `mysql://root@127.0.0.1:${port}/test`;

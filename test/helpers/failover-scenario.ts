@@ -20,6 +20,7 @@ import { expect } from 'vitest';
 import { ERROR_CATEGORIES, type IdleaseErrorCode } from '../../src/errors.js';
 import { startHaWorker, stopHaWorkers, tally, type HaWorker, type HaWorkerResult } from './ha-workers.js';
 import type { TcpSwitch } from './tcp-switch.js';
+import { sleep } from './wait.js';
 
 export interface FailoverTopology {
   readonly dir: string;
@@ -36,7 +37,6 @@ export interface FailoverTopology {
 export const MAX_STEP = 2_000;
 export const OLD = 3;
 export const FRESH = 3;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export async function runFailover(t: FailoverTopology, options: { immediate?: boolean } = {}): Promise<{ results: HaWorkerResult[] }> {
   const goFile = path.join(t.dir, 'go');

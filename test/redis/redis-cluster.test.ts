@@ -21,6 +21,7 @@ import { startServe } from '../helpers/serve-process.js';
 import { migrate } from '../../src/migrations/migrate.js';
 import { addTag } from '../../src/segment/admin.js';
 import type { RedisServer } from '../helpers/redis.js';
+import { sleep } from '../helpers/wait.js';
 
 const TAGS = ['c0', 'c1', 'c2', 'c3', 'c4', 'c5', 'c6', 'c7'];
 const WAIT_MS = 2000;
@@ -114,7 +115,6 @@ async function untilAllDraw(ws: Worker[], snapshot: Array<Record<string, number>
 }
 
 const snap = (ws: Worker[]) => ws.map((w) => ({ ...w.progress }));
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function until(check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
