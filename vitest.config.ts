@@ -39,10 +39,11 @@ const FAILOVERS = [
   'test/package/npx-checkout.test.ts',
 ];
 
-// Pure logic on in-memory stores and injected clocks: no database, so `npm run test:unit` runs
-// anywhere in seconds. The other projects find the real databases first (global-setup.ts).
+// Pure logic on in-memory stores and injected clocks: no database and no build (nothing here runs
+// bin/idlease.js), so `npm run test:unit` runs anywhere in seconds. The other projects find the
+// real databases first (global-setup.ts) and run the built CLI.
 const UNIT = ['test/unit/**/*.test.ts'];
-// Every project runs the CLI built (test/helpers/built-cli.ts rebuilds dist/ when the sources are newer).
+// The database projects run the CLI built (test/helpers/built-cli.ts rebuilds dist/ when the sources are newer).
 const BUILT = 'test/helpers/built-cli.ts';
 const DATABASES = [BUILT, 'test/helpers/global-setup.ts'];
 // The docs samples and the recipe pages need the recipe tools (Prisma, TypeORM, …), which have an
@@ -57,12 +58,14 @@ export default defineConfig({
     pool: 'forks',
     // Allocators check their state machine after every slow-path step and fail loudly (src/segment/allocator.ts).
     env: { IDLEASE_ASSERT_STATE: '1' },
-    // The JSON report feeds scripts/test-summary.mjs (tests per database) in CI.
-    reporters: ['default', ['json', { outputFile: 'test-results/vitest.json' }]],
+    // The JSON report feeds scripts/test-summary.mjs (tests per database) in CI; the unit run
+    // writes its own (scripts/test-unit.mjs passes --outputFile.json).
+    reporters: ['default', 'json'],
+    outputFile: { json: 'test-results/vitest.json' },
     projects: [
       {
         extends: true,
-        test: { name: 'unit', include: UNIT, globalSetup: [BUILT], maxWorkers: 2, sequence: { groupOrder: 0 } },
+        test: { name: 'unit', include: UNIT, maxWorkers: 2, sequence: { groupOrder: 0 } },
       },
       {
         extends: true,
