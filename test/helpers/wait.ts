@@ -12,8 +12,11 @@ export interface WaitOptions {
   timeoutMs?: number;
   /** Time between two checks (default 50 ms). */
   intervalMs?: number;
-  /** What is awaited, for the failure message: "the replica to catch up", "200 IDs drawn". */
-  what: string;
+  /**
+   * What is awaited, for the failure message: "the replica to catch up", "200 IDs drawn"; a
+   * function is called at the failure, to say how far things got.
+   */
+  what: string | (() => string);
 }
 
 /**
@@ -35,7 +38,7 @@ export async function waitFor<T>(cond: () => T | Promise<T>, options: WaitOption
     }
     if (Date.now() >= deadline) {
       const why = last === undefined ? '' : ` (last check threw: ${last instanceof Error ? last.message : String(last)})`;
-      throw new Error(`waited ${timeoutMs} ms for ${what}${why}`);
+      throw new Error(`waited ${timeoutMs} ms for ${typeof what === 'function' ? what() : what}${why}`);
     }
     await sleep(intervalMs);
   }
