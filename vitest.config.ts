@@ -20,7 +20,8 @@ const ALONE = [
 // Failovers of private servers (behind a router, between replicas, in a Galera cluster), a
 // server killed mid-run, and the package install: each mostly waits (an HA manager's timers, a
 // standby catching up, a node rejoining, npm) and asserts duplicates, jumps and typed errors,
-// never time. They run two at a time, after the shared files and before the one-at-a-time files.
+// never time. They run three at a time (two cores: while one waits on a timer the others run),
+// after the shared files and before the one-at-a-time files.
 // (A project with maxWorkers 1 at groupOrder 0 is not run beside the others: vitest puts such
 // files in a group of their own, after every other group.)
 const FAILOVERS = [
@@ -37,6 +38,13 @@ const FAILOVERS = [
   'test/integration/next-id-crash.test.ts',
   'test/package/pack-install.test.ts',
   'test/package/npx-checkout.test.ts',
+  // Partition and Redis files that wait on timers and assert no call time within less than seconds
+  // of slack: TCP keepalive behind a silent cut (2 s slack on 12 s), the partition harness,
+  // snowflake renewals behind a 200 ms link (a 10 s lease), a password-protected Redis Cluster.
+  'test/partition/keepalive.test.ts',
+  'test/partition/harness.test.ts',
+  'test/partition/snowflake-delay.test.ts',
+  'test/redis/redis-cluster-auth.test.ts',
 ];
 
 // Pure logic on in-memory stores and injected clocks: no database and no build (nothing here runs
@@ -93,7 +101,7 @@ export default defineConfig({
       },
       {
         extends: true,
-        test: { name: 'failover', include: FAILOVERS, globalSetup: DATABASES, maxWorkers: 2, sequence: { groupOrder: 1 } },
+        test: { name: 'failover', include: FAILOVERS, globalSetup: DATABASES, maxWorkers: 3, sequence: { groupOrder: 1 } },
       },
       {
         extends: true,

@@ -52,7 +52,7 @@ export async function waitForPort(port: number, timeoutMs = 30_000): Promise<voi
       });
       s.once('error', () => resolve(false));
     });
-  await waitFor(accepts, { timeoutMs, what: `a server to accept connections on port ${port}` });
+  await waitFor(accepts, { timeoutMs, intervalMs: 100, what: `a server to accept connections on port ${port}` });
 }
 
 /** Servers started by this process and not yet destroyed: killed at exit whatever the suite did. */
