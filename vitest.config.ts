@@ -20,7 +20,8 @@ const ALONE = [
 // Failovers of private servers (behind a router, between replicas, in a Galera cluster), a
 // server killed mid-run, and the package install: each mostly waits (an HA manager's timers, a
 // standby catching up, a node rejoining, npm) and asserts duplicates, jumps and typed errors,
-// never time. They run two at a time, after the shared files and before the one-at-a-time files.
+// never time. They run three at a time (two cores: while one waits on a timer the others run),
+// after the shared files and before the one-at-a-time files.
 // (A project with maxWorkers 1 at groupOrder 0 is not run beside the others: vitest puts such
 // files in a group of their own, after every other group.)
 const FAILOVERS = [
@@ -39,12 +40,20 @@ const FAILOVERS = [
   'test/integration/next-id-crash.test.ts',
   'test/package/pack-install.test.ts',
   'test/package/npx-checkout.test.ts',
+  // Partition and Redis files that wait on timers and assert no call time within less than seconds
+  // of slack: TCP keepalive behind a silent cut (2 s slack on 12 s), the partition harness,
+  // snowflake renewals behind a 200 ms link (a 10 s lease), a password-protected Redis Cluster.
+  'test/partition/keepalive.test.ts',
+  'test/partition/harness.test.ts',
+  'test/partition/snowflake-delay.test.ts',
+  'test/redis/redis-cluster-auth.test.ts',
 ];
 
-// Pure logic on in-memory stores and injected clocks: no database, so `npm run test:unit` runs
-// anywhere in seconds. The other projects find the real databases first (global-setup.ts).
+// Pure logic on in-memory stores and injected clocks: no database and no build (nothing here runs
+// bin/idlease.js), so `npm run test:unit` runs anywhere in seconds. The other projects find the
+// real databases first (global-setup.ts) and run the built CLI.
 const UNIT = ['test/unit/**/*.test.ts'];
-// Every project runs the CLI built (test/helpers/built-cli.ts rebuilds dist/ when the sources are newer).
+// The database projects run the CLI built (test/helpers/built-cli.ts rebuilds dist/ when the sources are newer).
 const BUILT = 'test/helpers/built-cli.ts';
 const DATABASES = [BUILT, 'test/helpers/global-setup.ts'];
 // The docs samples and the recipe pages need the recipe tools (Prisma, TypeORM, …), which have an
@@ -59,12 +68,14 @@ export default defineConfig({
     pool: 'forks',
     // Allocators check their state machine after every slow-path step and fail loudly (src/segment/allocator.ts).
     env: { IDLEASE_ASSERT_STATE: '1' },
-    // The JSON report feeds scripts/test-summary.mjs (tests per database) in CI.
-    reporters: ['default', ['json', { outputFile: 'test-results/vitest.json' }]],
+    // The JSON report feeds scripts/test-summary.mjs (tests per database) in CI; the unit run
+    // writes its own (scripts/test-unit.mjs passes --outputFile.json).
+    reporters: ['default', 'json'],
+    outputFile: { json: 'test-results/vitest.json' },
     projects: [
       {
         extends: true,
-        test: { name: 'unit', include: UNIT, globalSetup: [BUILT], maxWorkers: 2, sequence: { groupOrder: 0 } },
+        test: { name: 'unit', include: UNIT, maxWorkers: 2, sequence: { groupOrder: 0 } },
       },
       {
         extends: true,
@@ -92,7 +103,7 @@ export default defineConfig({
       },
       {
         extends: true,
-        test: { name: 'failover', include: FAILOVERS, globalSetup: DATABASES, maxWorkers: 2, sequence: { groupOrder: 1 } },
+        test: { name: 'failover', include: FAILOVERS, globalSetup: DATABASES, maxWorkers: 3, sequence: { groupOrder: 1 } },
       },
       {
         extends: true,

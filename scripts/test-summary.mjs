@@ -1,8 +1,11 @@
-// Summarise test-results/vitest.json: totals, and tests per database (by the flavor a test's
-// name or file names), so a run shows that MariaDB, PostgreSQL and PGlite were all exercised.
+// Summarise the JSON reports of `npm test` (test-results/vitest-unit.json from the unit run,
+// test-results/vitest.json from the rest; or the files named): totals, and tests per database (by
+// the flavor a test's name or file names), so a run shows that MariaDB, PostgreSQL and PGlite
+// were all exercised.
 import { readFileSync } from 'node:fs';
 
-const report = JSON.parse(readFileSync(process.argv[2] ?? 'test-results/vitest.json', 'utf8'));
+const files = process.argv.length > 2 ? process.argv.slice(2) : ['test-results/vitest-unit.json', 'test-results/vitest.json'];
+const report = { testResults: files.flatMap((f) => JSON.parse(readFileSync(f, 'utf8')).testResults) };
 const buckets = { MariaDB: 0, PostgreSQL: 0, PGlite: 0, 'no database (unit)': 0, 'unnamed database': 0 };
 const unnamed = [];
 let passed = 0;

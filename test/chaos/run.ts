@@ -30,11 +30,11 @@ import { mariadbSql, promoteLosingWrites, rebuildReplica } from '../helpers/mari
 import { promotePgLosingWrites, startStandby } from '../helpers/pg-replicas.js';
 import { checkStreams, readStream, type SpaceReport } from './check.js';
 import { FAULT_KINDS, scheduleFor, type Fault, type FaultKind } from './schedule.js';
+import { sleep } from '../helpers/wait.js';
 
 const SNOWFLAKE_WORKER = path.join(REPO_ROOT, 'test/ha/snowflake-ha-worker.ts');
 const NEXT_ID_WORKER = path.join(REPO_ROOT, 'test/chaos/next-id-worker.ts');
 const TICKET_WORKER = path.join(REPO_ROOT, 'test/partition/ticket-worker.ts');
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 type Kind = 'segment-pg' | 'segment-mariadb' | 'snowflake-pg' | 'redis' | 'next-id-pg' | 'next-id-mariadb' | 'tickets';
 const KINDS: readonly Kind[] = ['segment-pg', 'segment-mariadb', 'snowflake-pg', 'redis', 'next-id-pg', 'next-id-mariadb', 'tickets'];

@@ -1,9 +1,9 @@
 /**
  * Runs every block of one Markdown file as a vitest `describe`, block by block: used by
- * test/docs/samples.test.ts for README.md and docs/*.md, and by each test/recipes/ file for
+ * test/docs/pages-*.test.ts for README.md and docs/*.md, and by each test/recipes/ file for
  * its page, so a recipe page is the test of what it shows.
  */
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, it } from 'vitest';
 import { REPO_ROOT } from '../helpers/cli.js';
@@ -34,6 +34,30 @@ export function failure(block: DocBlock, target: Target, r: RunResult): string {
     ` (${r.timedOut ? `timed out after ${RUN_TIMEOUT_MS / 1000} s — does the sample close what it opened?` : `exit ${r.code}`})\n` +
     `--- stderr\n${tail(r.stderr)}\n--- stdout\n${tail(r.stdout)}`
   );
+}
+
+/** The Markdown files of a docs folder, sorted. */
+export const mdIn = (dir: string): string[] =>
+  readdirSync(path.join(REPO_ROOT, dir))
+    .filter((f) => f.endsWith('.md'))
+    .sort()
+    .map((f) => `${dir}/${f}`);
+
+/** README.md and docs/*.md: the pages test/docs runs (the recipe pages run in test/recipes). */
+export const DOC_FILES: readonly string[] = ['README.md', ...mdIn('docs')];
+
+/**
+ * Share `part` of `parts` of DOC_FILES: the pages by their number of runnable blocks, most first,
+ * dealt out in turn. test/docs/pages-<part>.test.ts each run one share, so vitest runs the pages
+ * on both workers instead of one file of minutes on one; together the shares are every page.
+ */
+export const PAGE_SHARES = 3;
+export function docShare(part: number, parts: number): string[] {
+  return [...DOC_FILES]
+    .map((file) => ({ file, blocks: runnableBlocks(file).length }))
+    .sort((a, b) => b.blocks - a.blocks || a.file.localeCompare(b.file))
+    .filter((_, i) => i % parts === part)
+    .map((p) => p.file);
 }
 
 export function runnableBlocks(file: string): DocBlock[] {

@@ -1,28 +1,22 @@
 /**
  * Every code block in README.md and docs/*.md runs as written (markers: README, "Docs
- * samples"). A block that fails is reported with its file:line. The recipe pages
- * (docs/recipes/*.md) run in test/recipes/, one test file per page beside the checks a page
- * cannot show; they are type-checked here with the rest.
+ * samples"), in test/docs/pages-<n>.test.ts, a share of the pages each (docShare). A block that
+ * fails is reported with its file:line. The recipe pages (docs/recipes/*.md) run in
+ * test/recipes/, one test file per page beside the checks a page cannot show; they are
+ * type-checked here with the rest. Here: the type-check, a sample run twice, and the harness.
  */
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { REPO_ROOT } from '../helpers/cli.js';
 import { extractBlocks } from './extract.js';
 import { createContext, disposeContext, removeSharedModules, runBlock, typecheckBlocks, RUN_TIMEOUT_MS } from './run-block.js';
-import { describeDocFile, failure } from './run-file.js';
+import { DOC_FILES, docShare, failure, mdIn, PAGE_SHARES } from './run-file.js';
 
-const mdIn = (dir: string) =>
-  readdirSync(path.join(REPO_ROOT, dir))
-    .filter((f) => f.endsWith('.md'))
-    .sort()
-    .map((f) => `${dir}/${f}`);
-const docFiles = ['README.md', ...mdIn('docs')];
+const docFiles = DOC_FILES;
 const recipeFiles = mdIn('docs/recipes');
 
 afterAll(() => removeSharedModules());
-
-for (const file of docFiles) describeDocFile(file);
 
 describe('TypeScript samples', () => {
   it('type-check under strict NodeNext, as a user would compile them', { timeout: 4 * RUN_TIMEOUT_MS }, async () => {
@@ -62,6 +56,15 @@ describe('README samples run again', () => {
 });
 
 describe('docs-sample harness', () => {
+  it('the pages-<n>.test.ts shares run every page once', () => {
+    const shares = Array.from({ length: PAGE_SHARES }, (_, i) => docShare(i, PAGE_SHARES));
+    expect(shares.flat().sort()).toEqual([...docFiles].sort());
+    for (let i = 0; i < PAGE_SHARES; i++) {
+      const test = readFileSync(path.join(REPO_ROOT, `test/docs/pages-${i}.test.ts`), 'utf8');
+      expect(test, `test/docs/pages-${i}.test.ts runs docShare(${i}, PAGE_SHARES)`).toContain(`docShare(${i}, PAGE_SHARES)`);
+    }
+  });
+
   it('every recipe page has a test in test/recipes/ that runs it', () => {
     const unrun = recipeFiles.filter((file) => {
       const test = path.join(REPO_ROOT, 'test/recipes', `${path.basename(file, '.md')}.test.ts`);

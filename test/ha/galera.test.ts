@@ -23,10 +23,10 @@ import { instanceExpression } from '../../src/dialects/instance.js';
 import { createKnexWorkerIdStore, newHolder } from '../../src/snowflake/worker-store.js';
 import { startGalera, type GaleraCluster } from '../helpers/galera.js';
 import { markHaWorkers, startHaWorker, stopHaWorkers, tally, type HaWorker, type HaWorkerResult } from '../helpers/ha-workers.js';
+import { sleep } from '../helpers/wait.js';
 
 /** The bounds docs/failover.md recommends on Galera: above the production ~5 s stall when a node dies. */
 const GALERA_BOUNDS = { waitTimeoutMs: 10_000, statementTimeoutMs: 8_000 };
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 let cluster: GaleraCluster;
 beforeAll(async () => {
@@ -88,13 +88,13 @@ describe('segment allocators on Galera (HA)', () => {
           workers.push(startHaWorker(`n${node.index + 1}p${k}`, dir, { url: node.url, tag: 'order', maxStep: 100, ...GALERA_BOUNDS }));
       }
       await Promise.all(workers.map((w) => w.serving));
-      await sleep(5_000);
+      await sleep(5_000); // the point: every node serves for a while, the steps growing
       markHaWorkers(dir); // fairness is judged on what was drawn while every node was up
-      await sleep(300);
+      await sleep(300); // the workers read the mark before the kill
       await cluster.kill(2);
-      await sleep(2_000);
+      await sleep(2_000); // the point: the two others serve with a node gone
       await cluster.start(2);
-      await sleep(2_000);
+      await sleep(2_000); // the point: the rejoined node serves again
       stopHaWorkers(dir);
       const results = await Promise.all(workers.map((w) => w.done));
       const { total, duplicates, notIncreasing } = tally(results);
@@ -195,13 +195,13 @@ describe('ticket servers on Galera, one database per node (HA)', () => {
         }
       };
       const callers = Array.from({ length: 8 }, caller);
-      await sleep(2_000);
+      await sleep(2_000); // the point: tickets drawn from every node first
       await cluster.kill(1);
-      await sleep(2_000);
+      await sleep(2_000); // the point: the others draw with a node gone
       await cluster.start(1, ['--wsrep-auto-increment-control=OFF']); // as my.cnf would have it
       // The allocator probes a down server with backoff up to backoffMaxMs (5 s): wait for it.
       for (let i = 0; i < 120 && idsAtRejoin === undefined; i++) await sleep(100);
-      await sleep(1_500);
+      await sleep(1_500); // the point: draws on the rejoined node beside the others
       stop = true;
       await Promise.all(callers);
       const stats = tickets.stats();

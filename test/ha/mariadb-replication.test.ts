@@ -22,9 +22,9 @@ import { ERROR_CATEGORIES, type IdleaseErrorCode } from '../../src/errors.js';
 import { migrate } from '../../src/migrations/migrate.js';
 import { expectNoDuplicates, runFailover, summary, type FailoverTopology } from '../helpers/failover-scenario.js';
 import { expectSafeSnowflakeFailover } from '../helpers/snowflake-failover-scenario.js';
+import { sleep } from '../helpers/wait.js';
 
 const TICKET_WORKER = path.join(REPO_ROOT, 'test/partition/ticket-worker.ts');
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 let current: { primary: ServerInstance; replica: ServerInstance; vip: TcpSwitch; dir: string } | undefined;
 afterEach(async () => {
@@ -101,7 +101,7 @@ async function topology(semiSync: boolean): Promise<FailoverTopology> {
     async stopStandby() {
       applierBlock = await mysql.createConnection({ host: '127.0.0.1', port: replica.port, user: 'root' });
       await applierBlock.query('FLUSH TABLES WITH READ LOCK');
-      await new Promise((r) => setTimeout(r, 1_000));
+      await sleep(1_000); // the point: a second of events received but not applied
       sql(replica.port, 'STOP SLAVE IO_THREAD;');
     },
     killPrimary: () => primary.kill(),
@@ -172,14 +172,14 @@ async function runTicketFailover(t: FailoverTopology) {
       backoffMaxMs: 500,
     });
   const old = [start('old0'), start('old1'), start('old2')];
-  await sleep(3_000);
+  await sleep(3_000); // the point: the old processes draw tickets with both servers in step
   await t.stopStandby();
-  await sleep(3_000);
+  await sleep(3_000); // the point: tickets only the primary has, which the promoted replica never sees
   await t.killPrimary();
   await t.promoteStandby();
   t.vip.pointTo(t.standbyPort);
   const fresh = [start('fresh0')];
-  await sleep(5_000);
+  await sleep(5_000); // the point: old and fresh processes draw on the promoted replica, where repeats would be
   stopHaWorkers(t.dir);
   return Promise.all([...old, ...fresh].map((w) => w.done));
 }

@@ -23,8 +23,8 @@ import { startMariadb, type ServerInstance } from '../helpers/servers.js';
 import { checkStreams } from '../chaos/check.js';
 import { startTcpSwitch, type TcpSwitch } from '../helpers/tcp-switch.js';
 import { mariadbSql, promoteLosingWrites, rebuildReplica } from '../helpers/mariadb-replicas.js';
+import { sleep } from '../helpers/wait.js';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const url = (port: number) => `mysql://root@127.0.0.1:${port}/test`;
 
 let servers: ServerInstance[] = [];

@@ -14,8 +14,7 @@ import { migrate } from '../../src/migrations/migrate.js';
 import { attachNextId } from '../../src/next-id/attach.js';
 import { checkStreams } from '../chaos/check.js';
 import { startPatroniCluster, type PatroniCluster, type PatroniNode } from '../helpers/patroni.js';
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+import { sleep } from '../helpers/wait.js';
 
 let cluster: PatroniCluster | undefined;
 afterEach(async () => {

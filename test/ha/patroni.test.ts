@@ -28,9 +28,9 @@ import { startRedis, type RedisServer } from '../helpers/redis.js';
 import { startRedisWorker, summaryOf } from '../helpers/redis-workers.js';
 import type { SnowflakeHaResult } from '../helpers/snowflake-failover-scenario.js';
 import { summary } from '../helpers/failover-scenario.js';
+import { sleep } from '../helpers/wait.js';
 
 const SNOWFLAKE_WORKER = path.join(REPO_ROOT, 'test/ha/snowflake-ha-worker.ts');
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 let cluster: PatroniCluster | undefined;
 let redis: RedisServer | undefined;

@@ -20,6 +20,7 @@ import { expect } from 'vitest';
 import { ERROR_CATEGORIES, type IdleaseErrorCode } from '../../src/errors.js';
 import { startHaWorker, stopHaWorkers, tally, type HaWorker, type HaWorkerResult } from './ha-workers.js';
 import type { TcpSwitch } from './tcp-switch.js';
+import { sleep } from './wait.js';
 
 export interface FailoverTopology {
   readonly dir: string;
@@ -36,7 +37,6 @@ export interface FailoverTopology {
 export const MAX_STEP = 2_000;
 export const OLD = 3;
 export const FRESH = 3;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export async function runFailover(t: FailoverTopology, options: { immediate?: boolean } = {}): Promise<{ results: HaWorkerResult[] }> {
   const goFile = path.join(t.dir, 'go');
@@ -54,17 +54,17 @@ export async function runFailover(t: FailoverTopology, options: { immediate?: bo
   const old: HaWorker[] = Array.from({ length: OLD }, (_, i) => start(`old${i}`));
   await Promise.all(old.map((w) => w.serving));
   await knex.destroy();
-  await sleep(2_000);
+  await sleep(2_000); // the point: the old processes lease for a while, their steps growing, before anything fails
   const freshAhead = options.immediate ? Array.from({ length: FRESH }, (_, i) => start(`fresh${i}`)) : [];
   await t.stopStandby();
-  await sleep(3_000);
+  await sleep(3_000); // the point: 3 s of leases only the primary has, which the promoted standby never sees
   await t.killPrimary();
   await t.promoteStandby();
   t.vip.pointTo(t.standbyPort);
   if (options.immediate) writeFileSync(goFile, '');
   const fresh: HaWorker[] = options.immediate ? freshAhead : Array.from({ length: FRESH }, (_, i) => start(`fresh${i}`));
   await Promise.all(fresh.map((w) => w.serving));
-  await sleep(2_000);
+  await sleep(2_000); // the point: old and fresh processes both lease on the new primary, where repeats would be
   stopHaWorkers(t.dir);
   return { results: await Promise.all([...old, ...fresh].map((w) => w.done)) };
 }

@@ -12,6 +12,7 @@ import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } f
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { freePort } from './servers.js';
+import { sleep } from './wait.js';
 
 export const GALERA_PROVIDER = '/usr/lib/galera/libgalera_smm.so';
 
@@ -42,8 +43,6 @@ export interface GaleraOptions {
   /** Extra mariadbd options for every node (e.g. '--wsrep-auto-increment-control=OFF'). */
   readonly args?: readonly string[];
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function need(file: string, what: string): void {
   if (!existsSync(file)) throw new Error(`${what} not found at ${file}. Install it: bash scripts/ensure-databases.sh`);

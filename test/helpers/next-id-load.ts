@@ -10,8 +10,7 @@
 import type { Knex } from 'knex';
 import { connect } from '../../src/connect.js';
 import { migrate } from '../../src/migrations/migrate.js';
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+import { sleep } from './wait.js';
 
 export interface Lag {
   rows: number;

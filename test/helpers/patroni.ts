@@ -24,9 +24,9 @@ import { promisify } from 'node:util';
 import pg from 'pg';
 import { alive } from './partition.js';
 import { freePort, postgresTempDir, waitForPort } from './servers.js';
+import { sleep } from './wait.js';
 
 const execFileP = promisify(execFile);
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const INSTALL = 'Install them: bash scripts/ensure-databases.sh (Debian packages etcd-server, patroni, haproxy)';
 
 export interface PatroniNode {

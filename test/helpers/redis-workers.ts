@@ -6,6 +6,7 @@ import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process'
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { REPO_ROOT, TSX_LOADER } from './cli.js';
+import { waitFor } from './wait.js';
 
 const WORKER = path.join(REPO_ROOT, 'test/redis/redis-worker.ts');
 
@@ -86,13 +87,11 @@ export function countIds(files: readonly string[]): { total: number; duplicates:
   return { total: all.length, duplicates, unordered };
 }
 
+/** Until every worker still running has drawn `atLeast` IDs. */
 export async function untilProgress(workers: readonly RedisWorker[], atLeast: number, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (workers.some((w) => w.progress < atLeast && w.child.exitCode === null)) {
-    if (Date.now() > deadline)
-      throw new Error(
-        `workers did not reach ${atLeast} IDs within ${timeoutMs} ms: ${workers.map((w) => `${w.name}=${w.progress}`).join(', ')}`,
-      );
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  await waitFor(() => !workers.some((w) => w.progress < atLeast && w.child.exitCode === null), {
+    timeoutMs,
+    intervalMs: 20,
+    what: () => `the workers to reach ${atLeast} IDs: ${workers.map((w) => `${w.name}=${w.progress}`).join(', ')}`,
+  });
 }

@@ -7,11 +7,15 @@
  * reach the afterAll that names it). Setup tools (mariadb-install-db, initdb, pg_basebackup) run
  * with their stderr captured: a failure names the tool's own words and is retried once.
  */
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { spawn, execFile, execFileSync, type ChildProcess } from 'node:child_process';
 import { appendFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, chownSync, existsSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import net from 'node:net';
 import path from 'node:path';
+import { promisify } from 'node:util';
+import { waitFor } from './wait.js';
+
+const execFileP = promisify(execFile);
 
 export interface ServerInstance {
   readonly url: string;
@@ -39,9 +43,8 @@ export async function freePort(): Promise<number> {
 }
 
 export async function waitForPort(port: number, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const ok = await new Promise<boolean>((resolve) => {
+  const accepts = () =>
+    new Promise<boolean>((resolve) => {
       const s = net.connect(port, '127.0.0.1');
       s.once('connect', () => {
         s.destroy();
@@ -49,10 +52,7 @@ export async function waitForPort(port: number, timeoutMs = 30_000): Promise<voi
       });
       s.once('error', () => resolve(false));
     });
-    if (ok) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`server on port ${port} did not accept connections within ${timeoutMs} ms`);
+  await waitFor(accepts, { timeoutMs, intervalMs: 100, what: `a server to accept connections on port ${port}` });
 }
 
 /** Servers started by this process and not yet destroyed: killed at exit whatever the suite did. */
@@ -280,8 +280,12 @@ export async function startPostgres(options: PostgresOptions = {}): Promise<Post
       child = asPostgres
         ? spawn('runuser', ['-u', 'postgres', '--', ...command], { stdio: 'ignore' })
         : spawn(command[0]!, command.slice(1), { stdio: 'ignore' });
-      await waitForPort(port, options.startTimeoutMs);
-      await new Promise((r) => setTimeout(r, 300)); // the port opens a moment before startup completes
+      // The port opens a moment before startup completes: wait until the server says it accepts
+      // connections (pg_isready), not a fixed while.
+      await waitFor(() => execFileP(path.join(binDir, 'pg_isready'), ['-q', '-h', '127.0.0.1', '-p', String(port)]).then(() => true), {
+        timeoutMs: options.startTimeoutMs ?? 30_000,
+        what: `postgres on port ${port} to accept connections (pg_isready)`,
+      });
     },
     async stop() {
       try {

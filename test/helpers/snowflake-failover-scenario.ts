@@ -22,11 +22,11 @@ import { expect } from 'vitest';
 import { readIds, startHaProcess, stopHaWorkers, tally } from './ha-workers.js';
 import { REPO_ROOT } from './cli.js';
 import { startTcpSwitch } from './tcp-switch.js';
+import { sleep } from './wait.js';
 
 const WORKER = path.join(REPO_ROOT, 'test/ha/snowflake-ha-worker.ts');
 export const SNOWFLAKE_TTL_MS = 4_000;
 export const SNOWFLAKE_LEAD_MS = 500;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export interface SnowflakeHaResult {
   readonly name: string;

@@ -28,10 +28,10 @@ import { createTestDb, type TestDb } from '../helpers/db.js';
 import { startRedis, type RedisServer } from '../helpers/redis.js';
 import { startServe, type ServeProcess } from '../helpers/serve-process.js';
 import { freePort, waitForPort } from '../helpers/servers.js';
+import { sleep } from '../helpers/wait.js';
 
 const PROMETHEUS = '/usr/bin/prometheus';
 const TOKEN = 'dashboard-test-token-0123456789abcdef';
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('the Grafana dashboard against a live Prometheus', () => {
   let db: TestDb;

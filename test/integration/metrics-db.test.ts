@@ -12,6 +12,7 @@ import { migrate } from '../../src/migrations/migrate.js';
 import { createSnowflakeAllocator } from '../../src/snowflake/index.js';
 import { createTicketAllocator } from '../../src/ticket/index.js';
 import { ALL_FLAVORS, createTestDb, type TestDb } from '../helpers/db.js';
+import { waitFor } from '../helpers/wait.js';
 
 /** One sample from Prometheus text; NaN when the series is absent. */
 function sample(text: string, name: string, labels = ''): number {
@@ -108,7 +109,7 @@ describe.each(ALL_FLAVORS)('snowflake metrics on %s', (flavor) => {
       expect(sample(fresh, 'idlease_snowflake_renewal_duration_seconds_count', 'group="api"')).toBe(0);
       await a.nextBatch(100);
       // A renewal every leaseTtlMs/3: wait for one after the claim's.
-      await new Promise((r) => setTimeout(r, 800));
+      await waitFor(() => a.stats().renewals >= 2, { timeoutMs: 5_000, what: "a renewal after the claim's" });
       const b = createSnowflakeAllocator({ knex: flavor === 'pglite' ? db.knex : db.another(), group: 'api' });
       collectMetrics(registry, b);
       await b.next();

@@ -16,8 +16,8 @@ import { toBigInt } from '../../src/ids.js';
 import { isIdleaseError } from '../../src/errors.js';
 import { connect } from '../../src/connect.js';
 import { NEXT_ID_LOCK_CLASS, NEXT_ID_SLACK_MS, nextIdLockKey } from '../../src/dialects/next-id.js';
+import { sleep } from '../helpers/wait.js';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const layout = resolveLayout({});
 
 const audit = (knex: Knex, name: string) => auditNextIdTable(knex, name);

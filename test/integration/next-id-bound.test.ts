@@ -15,8 +15,7 @@ import { startPostgres, type PostgresInstance } from '../helpers/servers.js';
 import { startPgBouncer, type PgBouncerInstance } from '../helpers/pgbouncer.js';
 import { connect } from '../../src/connect.js';
 import { nextIdLoad, type Lag, type NextIdLoad } from '../helpers/next-id-load.js';
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+import { sleep } from '../helpers/wait.js';
 
 let pg: PostgresInstance;
 let bouncer: PgBouncerInstance;

@@ -10,8 +10,7 @@ import { startPostgres, type PostgresInstance } from '../helpers/servers.js';
 import { migrate } from '../../src/migrations/migrate.js';
 import { connect } from '../../src/connect.js';
 import { toBigInt } from '../../src/ids.js';
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+import { sleep } from '../helpers/wait.js';
 
 let pg: PostgresInstance;
 beforeAll(async () => {

@@ -19,18 +19,11 @@ import { decodeId, resolveLayout } from '../../src/layout/index.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { runMain } from '../helpers/in-process.js';
 import { startMariadb, type ServerInstance } from '../helpers/servers.js';
+import { sleep, waitFor } from '../helpers/wait.js';
 
 let server: ServerInstance;
 let knex: Knex;
 let url: string;
-/** Polls `ok` until it holds, at most `ms`. */
-async function until(ok: () => Promise<boolean>, ms: number): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await ok())) {
-    if (Date.now() > end) throw new Error(`condition not met within ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 const sql = (statement: string) => execFileSync('mariadb', ['-h127.0.0.1', `-P${server.port}`, '-uroot', '-N', '-e', statement]).toString();
 
 beforeAll(async () => {
@@ -97,14 +90,14 @@ describe('next_id() on MariaDB (private server: event scheduler on, ROW binary l
     // is, so the next ID's time field trails the clock, and status says by how much.
     sql('SET GLOBAL event_scheduler = OFF');
     try {
-      await new Promise((r) => setTimeout(r, 5_000));
+      await sleep(5_000); // the point: the ticker stopped for 5 s
       const stopped = await nextIdStatus(knex);
       expect(stopped.lagMs).toBeGreaterThanOrEqual(4_500);
       expect(stopped.leadMs).toBe(0);
     } finally {
       sql('SET GLOBAL event_scheduler = ON');
     }
-    await until(async () => (await nextIdStatus(knex)).lagMs < 1_000, 10_000);
+    await waitFor(async () => (await nextIdStatus(knex)).lagMs < 1_000, { timeoutMs: 10_000, what: 'the ticker back on the clock' });
 
     const refusedDown = await runMain(['--url', url, 'migrate', '--no-segments', '--down', '--next-id']);
     expect(refusedDown.code).not.toBe(0);
@@ -294,9 +287,9 @@ describe('next_id() on MariaDB (private server: event scheduler on, ROW binary l
       let stop = false;
       const writers = [write(before, 1, () => stop), write(after, 2, () => stop)];
       // Home follows the server within a tick: status says so, then both sessions write on.
-      await until(async () => (await nextIdStatus(knex)).homeServerId === 12, 5_000);
+      await waitFor(async () => (await nextIdStatus(knex)).homeServerId === 12, { timeoutMs: 5_000, what: 'server 12 to be home' });
       const homed = given.length;
-      await until(async () => given.length >= homed + 200, 10_000);
+      await waitFor(async () => given.length >= homed + 200, { timeoutMs: 10_000, what: '200 more IDs drawn' });
       stop = true;
       await Promise.all(writers);
       await after.end();
@@ -321,14 +314,14 @@ describe('next_id() on MariaDB (private server: event scheduler on, ROW binary l
     // the ticker makes it home with one jump of the gap past its copy.
     const [[top]] = (await knex.raw('SELECT CAST(MAX(id) AS CHAR) AS id FROM t_rename')) as [[{ id: string }]];
     await knex.raw('UPDATE idlease_next_id SET home_server_id = 99 WHERE id = 1');
-    await until(async () => (await nextIdStatus(knex)).homeServerId === 12, 5_000);
+    await waitFor(async () => (await nextIdStatus(knex)).homeServerId === 12, { timeoutMs: 5_000, what: 'server 12 to be home' });
     const [rows] = (await knex.raw('INSERT INTO t_rename (w) VALUES (3) RETURNING CAST(id AS CHAR) AS id')) as [Array<{ id: string }>];
     const jumped = decodeId(BigInt(rows[0]!.id), layout);
     expect(BigInt(rows[0]!.id)).toBeGreaterThan(BigInt(top.id));
     expect(jumped.unixMs - Date.now()).toBeGreaterThan(55_000);
 
     sql('SET GLOBAL server_id = 11');
-    await until(async () => (await nextIdStatus(knex)).homeServerId === 11, 5_000);
+    await waitFor(async () => (await nextIdStatus(knex)).homeServerId === 11, { timeoutMs: 5_000, what: 'server 11 to be home again' });
     await detachNextId(knex, { table: 't_rename' });
     await knex.raw('DROP TABLE t_rename');
     await migrate(knex, { segments: false, nextId: true, direction: 'down' });

@@ -13,8 +13,7 @@ import { toBigInt } from '../../src/ids.js';
 import { isIdleaseError } from '../../src/errors.js';
 import { connect } from '../../src/connect.js';
 import { NEXT_ID_CACHE, NEXT_ID_LOCK_CLASS, NEXT_ID_SLACK_MS } from '../../src/dialects/next-id.js';
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+import { sleep } from '../helpers/wait.js';
 
 let db: TestDb;
 beforeAll(async () => {

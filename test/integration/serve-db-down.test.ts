@@ -9,6 +9,7 @@ import { migrate } from '../../src/migrations/migrate.js';
 import { addTag } from '../../src/segment/index.js';
 import { startPostgres, type ServerInstance } from '../helpers/servers.js';
 import { startServe, type ServeProcess } from '../helpers/serve-process.js';
+import { waitFor } from '../helpers/wait.js';
 
 describe('idlease serve on PostgreSQL stopped and restarted under load', () => {
   let pg: ServerInstance | undefined;
@@ -40,7 +41,7 @@ describe('idlease serve on PostgreSQL stopped and restarted under load', () => {
         }
       }
     });
-    await new Promise((r) => setTimeout(r, 1_000));
+    await waitFor(() => ids.length > 0, { what: 'the clients to draw IDs through serve' });
     await pg.stop();
     // Memory runs dry within the first lease's worth of IDs, then calls wait out waitTimeoutMs.
     let red: number | undefined;
@@ -50,7 +51,11 @@ describe('idlease serve on PostgreSQL stopped and restarted under load', () => {
       else await new Promise((res) => setTimeout(res, 200));
     }
     expect(red).toBe(503);
-    await new Promise((r) => setTimeout(r, 6_000));
+    // Every client's call waits out waitTimeoutMs (5 s) and fails; the bound is checked on each.
+    await waitFor(() => failures.length >= 4, {
+      timeoutMs: 15_000,
+      what: () => `a failed call from each of the 4 clients (${failures.length} so far)`,
+    });
     expect(failures.length, server.stderr().slice(-3000)).toBeGreaterThan(0);
     for (const f of failures) {
       expect(f).toMatchObject({ status: 503, code: 'DB_UNAVAILABLE' });
@@ -64,7 +69,7 @@ describe('idlease serve on PostgreSQL stopped and restarted under load', () => {
     }
     expect(green).toBe(true);
     const countAfterRestart = ids.length;
-    await new Promise((r) => setTimeout(r, 1_000));
+    await waitFor(() => ids.length > countAfterRestart, { what: 'an ID drawn after the restart' });
     stop = true;
     await Promise.all(clients);
     expect(ids.length).toBeGreaterThan(countAfterRestart);

@@ -12,6 +12,7 @@ import { runCli } from '../helpers/cli.js';
 import { startServe, type ServeProcess } from '../helpers/serve-process.js';
 import { migrate } from '../../src/migrations/migrate.js';
 import { addTag, createSegmentAllocator, listTags } from '../../src/segment/index.js';
+import { waitFor } from '../helpers/wait.js';
 
 const TOKEN = 's3cret-token';
 
@@ -233,7 +234,7 @@ describe.each(ALL_FLAVORS)('idlease serve on %s', (flavor) => {
         }
       }
     });
-    await new Promise((r) => setTimeout(r, 500));
+    await waitFor(() => served.length >= 20, { what: 'the 4 clients to draw 20 IDs before the SIGTERM' });
     const code = await own.stop('SIGTERM');
     stop = true;
     await Promise.all(clients);

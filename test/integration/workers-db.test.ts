@@ -6,9 +6,9 @@ import { createKnexWorkerIdStore, newHolder, type WorkerIdStore } from '../../sr
 import { up as fileUp, down as fileDown } from '../../migrations/workers/20261123000004_workers.js';
 import { isIdleaseError } from '../../src/errors.js';
 import { runCli } from '../helpers/cli.js';
+import { sleep } from '../helpers/wait.js';
 
 const REF = { schema: undefined, table: 'idlease_workers' };
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe.each(ALL_FLAVORS)('worker ids on %s', (flavor) => {
   let db: TestDb;

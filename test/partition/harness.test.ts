@@ -9,8 +9,7 @@ import net from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { checkPartitionCapability, createPartitionNet, type PartitionNet } from '../helpers/partition.js';
 import { freePort } from '../helpers/servers.js';
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+import { sleep } from '../helpers/wait.js';
 
 describe('partition harness', () => {
   let pnet: PartitionNet | undefined;

@@ -15,6 +15,7 @@ import { REPO_ROOT, TSX_LOADER } from '../helpers/cli.js';
 import { createPartitionNet, type Link, type PartitionNet } from '../helpers/partition.js';
 import type { ServerInstance } from '../helpers/servers.js';
 import { partitionServer } from './servers.js';
+import { sleep } from '../helpers/wait.js';
 
 const WORKER = `${REPO_ROOT}/test/partition/keepalive-worker.ts`;
 const KEEPALIVE_MS = 1_000;
@@ -23,7 +24,6 @@ const INTERVAL_S = 1;
 const PROBES = 10;
 /** Dead after the idle time and the unanswered probes; slack for timers. */
 const DEAD_WITHIN_MS = KEEPALIVE_MS + INTERVAL_S * 1_000 * PROBES + 2_000;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe.each(['postgres', 'mysql'] as const)('TCP keepalive on an idle pooled connection behind a silent cut (%s)', (flavor) => {
   let pnet: PartitionNet;

@@ -21,6 +21,7 @@ import type { ServerInstance } from '../helpers/servers.js';
 import { connect } from '../../src/connect.js';
 import { migrate } from '../../src/migrations/migrate.js';
 import { partitionServer } from './servers.js';
+import { sleep } from '../helpers/wait.js';
 
 const WORKER = path.join(REPO_ROOT, 'test/partition/next-id-worker.ts');
 /** The app's bound on one INSERT (the worker's): next_id() has no client-side part of its own. */
@@ -30,7 +31,6 @@ const SLACK_MS = 500;
 /** Back within: the INSERT in flight given up at its bound, a connect at the same bound, slack. */
 const BACK_WITHIN_MS = 2 * STATEMENT_TIMEOUT_MS + 2 * SLACK_MS + 1_000;
 const STEP_MS = 20_000;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('next_id() inserts behind a partitionable link (PostgreSQL)', () => {
   let pnet: PartitionNet;

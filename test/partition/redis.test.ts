@@ -25,6 +25,7 @@ import { connect } from '../../src/connect.js';
 import { migrate } from '../../src/migrations/migrate.js';
 import { addTag } from '../../src/segment/admin.js';
 import { partitionServer } from './servers.js';
+import { waitFor } from '../helpers/wait.js';
 
 const PER_WORKER = 6_000;
 
@@ -49,14 +50,6 @@ afterAll(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-async function until(check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check().catch(() => false))) {
-    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 describe('Redis sequence split brain under a real partition', () => {
   it('the old primary still reachable from one namespace after a promotion: no duplicate', async () => {
     // Both servers answer on the partition's address; protected mode would refuse the links.
@@ -65,7 +58,10 @@ describe('Redis sequence split brain under a real partition', () => {
     const b = await startRedis('none', listen);
     servers.push(a, b);
     await b.command('REPLICAOF', '127.0.0.1', String(a.port));
-    await until(async () => /master_link_status:up/.test(String(await b.command('INFO', 'replication'))));
+    await waitFor(async () => /master_link_status:up/.test(String(await b.command('INFO', 'replication'))), {
+      timeoutMs: 15_000,
+      what: "b's replication link to be up",
+    });
 
     const tag = 'splitnet';
     const knex = connect(pg.url, { poolMax: 1 });
@@ -86,7 +82,10 @@ describe('Redis sequence split brain under a real partition', () => {
     });
     try {
       await untilProgress(ws, PER_WORKER * 0.25);
-      await until(async () => (await b.command('EXISTS', `idlease:seq:{${tag}}`)) === 1);
+      await waitFor(async () => (await b.command('EXISTS', `idlease:seq:{${tag}}`)) === 1, {
+        timeoutMs: 15_000,
+        what: "b to hold the tag's key",
+      });
       await b.command('REPLICAOF', 'NO', 'ONE');
       // Namespace 1 follows the new primary; namespace 0 keeps writing to the old one.
       net.links[1]!.redirect(a.port, b.port);

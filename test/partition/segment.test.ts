@@ -25,6 +25,7 @@ import { connect } from '../../src/connect.js';
 import { migrate } from '../../src/migrations/migrate.js';
 import { addTag } from '../../src/segment/admin.js';
 import { partitionServer, type PartitionFlavor } from './servers.js';
+import { sleep } from '../helpers/wait.js';
 
 const BOUNDS = { waitTimeoutMs: 2_000, statementTimeoutMs: 1_000, connectTimeoutMs: 1_000 };
 /**
@@ -40,7 +41,6 @@ const SLACK_MS = 500;
  * by then at retryMaxMs (2 s) + 25 % jitter, plus slack.
  */
 const BACK_WITHIN_MS = 1_000 + 2_500 + SLACK_MS;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const SEGMENTS = { postgres: 'idlease.idlease_segments', mysql: 'idlease_segments' };
 /** int8 read back as text: exact, whatever the driver's parsers. */

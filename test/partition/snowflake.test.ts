@@ -27,6 +27,7 @@ import { decodeId } from '../../src/layout/index.js';
 import { migrate } from '../../src/migrations/migrate.js';
 import { PARTITION_LAYOUT } from './layout.js';
 import { partitionServer } from './servers.js';
+import { sleep } from '../helpers/wait.js';
 
 const WORKER = path.join(REPO_ROOT, 'test/partition/snowflake-worker.ts');
 const TTL = 2_000;
@@ -49,7 +50,6 @@ const HEALED_WITHIN_MS = 3_000;
 const SLACK_MS = 500;
 /** How long any awaited step may take before the test fails with the logs (tsx start-up under load). */
 const STEP_MS = 20_000;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 interface Worker {
   readonly name: string;

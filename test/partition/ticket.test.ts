@@ -21,6 +21,7 @@ import type { ServerInstance } from '../helpers/servers.js';
 import { connect } from '../../src/connect.js';
 import { migrate } from '../../src/migrations/migrate.js';
 import { partitionServer } from './servers.js';
+import { sleep } from '../helpers/wait.js';
 
 const WORKER = path.join(REPO_ROOT, 'test/partition/ticket-worker.ts');
 const BOUNDS = { statementTimeoutMs: 1_000, timeoutMs: 3_000, backoffMaxMs: 1_000 };
@@ -34,7 +35,6 @@ const SLACK_MS = 500;
  */
 const BACK_WITHIN_MS = BOUNDS.statementTimeoutMs + BOUNDS.backoffMaxMs * 1.25 + BOUNDS.statementTimeoutMs + SLACK_MS;
 const STEP_MS = 20_000;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 interface Summary {
   ids: number;

@@ -21,6 +21,7 @@ import { startServe } from '../helpers/serve-process.js';
 import { migrate } from '../../src/migrations/migrate.js';
 import { addTag } from '../../src/segment/admin.js';
 import type { RedisServer } from '../helpers/redis.js';
+import { sleep, waitFor } from '../helpers/wait.js';
 
 const TAGS = ['c0', 'c1', 'c2', 'c3', 'c4', 'c5', 'c6', 'c7'];
 const WAIT_MS = 2000;
@@ -114,16 +115,6 @@ async function untilAllDraw(ws: Worker[], snapshot: Array<Record<string, number>
 }
 
 const snap = (ws: Worker[]) => ws.map((w) => ({ ...w.progress }));
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until(check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await check().catch(() => false)) return;
-    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
-    await sleep(50);
-  }
-}
 
 const incOf = async (n: RedisServer, tag: string) => String(await n.command('HGET', key(tag), 'inc'));
 const identityOf = async (n: RedisServer) => {
@@ -164,11 +155,17 @@ it('3 masters + 3 replicas, 4 processes (2 per client library), 8 tags: a master
   faults['master SIGKILL'] = Date.now();
   await killed.kill();
   let s = await hit();
-  await until(async () => (await masterOfTag('c0')) !== killed);
+  await waitFor(async () => (await masterOfTag('c0')) !== killed, {
+    timeoutMs: 20_000,
+    what: "another node to serve c0's slot after the SIGKILL",
+  });
   await untilAllDraw(ws, s);
   const promoted = await masterOfTag('c0');
   // The promoted replica's own incarnation installed c0's window: the database fenced it.
-  await until(async () => (await incOf(promoted, 'c0')) === (await identityOf(promoted)));
+  await waitFor(async () => (await incOf(promoted, 'c0')) === (await identityOf(promoted)), {
+    timeoutMs: 20_000,
+    what: 'the promoted node to stamp its identity on c0',
+  });
   await sleep(1_000);
 
   // 2. CLUSTER FAILOVER: a replica of another master takes over, coordinated.
@@ -179,9 +176,15 @@ it('3 masters + 3 replicas, 4 processes (2 per client library), 8 tags: a master
   faults['CLUSTER FAILOVER'] = Date.now();
   await other.replicas[0]!.command('CLUSTER', 'FAILOVER');
   s = await hit();
-  await until(async () => /role:master/.test(String(await other.replicas[0]!.command('INFO', 'replication'))));
+  await waitFor(async () => /role:master/.test(String(await other.replicas[0]!.command('INFO', 'replication'))), {
+    timeoutMs: 20_000,
+    what: 'the replica to become master after CLUSTER FAILOVER',
+  });
   await untilAllDraw(ws, s);
-  await until(async () => (await incOf(other.replicas[0]!, tagsOfOther[0]!)) === (await identityOf(other.replicas[0]!)));
+  await waitFor(async () => (await incOf(other.replicas[0]!, tagsOfOther[0]!)) === (await identityOf(other.replicas[0]!)), {
+    timeoutMs: 20_000,
+    what: 'the new master to stamp its identity on its first tag',
+  });
   await sleep(1_000);
 
   // 3. A tag's slot migrated to another master mid-run.
@@ -193,14 +196,20 @@ it('3 masters + 3 replicas, 4 processes (2 per client library), 8 tags: a master
   s = await hit();
   await untilAllDraw(ws, s);
   expect(await masterOfTag(migrated)).toBe(to);
-  await until(async () => (await incOf(to, migrated)) === (await identityOf(to)));
+  await waitFor(async () => (await incOf(to, migrated)) === (await identityOf(to)), {
+    timeoutMs: 20_000,
+    what: "the migrated slot's new node to stamp its identity on the tag",
+  });
   await sleep(1_000);
 
   // 4. The killed node back: a replica of the node that took its slots.
   faults['killed node back as a replica'] = Date.now();
   await killed.start();
   s = await hit();
-  await until(async () => /role:slave[\s\S]*master_link_status:up/.test(String(await killed.command('INFO', 'replication'))));
+  await waitFor(async () => /role:slave[\s\S]*master_link_status:up/.test(String(await killed.command('INFO', 'replication'))), {
+    timeoutMs: 20_000,
+    what: 'the killed node to rejoin as a replica with its link up',
+  });
   await untilAllDraw(ws, s);
   await sleep(1_000);
 

@@ -21,6 +21,7 @@ import { countIds, startRedisWorker, summaryOf, untilProgress, type RedisWorker,
 import { startTcpSwitch, type TcpSwitch } from '../helpers/tcp-switch.js';
 import { migrate } from '../../src/migrations/migrate.js';
 import { addTag } from '../../src/segment/admin.js';
+import { waitFor } from '../helpers/wait.js';
 
 const PER_WORKER = 8_000;
 
@@ -96,14 +97,6 @@ function incrementalAof(r: RedisServer): string {
   return path.join(dir, f);
 }
 
-async function until(check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check().catch(() => false))) {
-    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 /**
  * A primary and a replica following it through a link the test can cut, and `fronts` switches
  * the workers reach Redis through (all on the primary at first). `cutLink(tag)` waits until the
@@ -122,7 +115,10 @@ async function replicatedPair(fronts = 1) {
     replica,
     fronts: switchesToPrimary,
     async cutLink(tag: string) {
-      await until(async () => (await replica.command('EXISTS', `idlease:seq:{${tag}}`)) === 1);
+      await waitFor(async () => (await replica.command('EXISTS', `idlease:seq:{${tag}}`)) === 1, {
+        timeoutMs: 15_000,
+        what: "the replica to hold the tag's key",
+      });
       link.pointTo(1); // nothing listens on port 1
     },
   };
@@ -227,7 +223,10 @@ describe('Redis sequence under Redis loss (OS workers, half on node-redis and ha
       front!.pointTo(1); // nobody reaches either server for a moment
       await b.command('REPLICAOF', 'NO', 'ONE');
       await a.command('REPLICAOF', '127.0.0.1', String(b.port)); // a takes b's (older) copy of a's own key
-      await until(async () => /master_link_status:up/.test(String(await a.command('INFO', 'replication'))));
+      await waitFor(async () => /master_link_status:up/.test(String(await a.command('INFO', 'replication'))), {
+        timeoutMs: 15_000,
+        what: "the replica's link to its primary to be up",
+      });
       // The dangerous case: a's key, installed by a itself (same run_id), behind what a issued.
       const installedBy = String(await a.command('HGET', 'idlease:seq:{repromote}', 'inc'));
       expect(installedBy.split('/')[0]).toBe(/run_id:(\w+)/.exec(String(await a.command('INFO', 'server')))![1]);
@@ -265,7 +264,10 @@ describe('Redis sequence under Redis loss (OS workers, half on node-redis and ha
     const primary = await redis('none');
     const replica = await redis('none');
     await replica.command('REPLICAOF', '127.0.0.1', String(primary.port));
-    await until(async () => /master_link_status:up/.test(String(await replica.command('INFO', 'replication'))));
+    await waitFor(async () => /master_link_status:up/.test(String(await replica.command('INFO', 'replication'))), {
+      timeoutMs: 15_000,
+      what: "the replica's link to its primary to be up",
+    });
     const sentinels = await Promise.all([0, 1, 2].map(() => startSentinel(primary.port)));
     servers.push(...sentinels);
     const front = await startTcpSwitch(primary.port);
@@ -273,9 +275,9 @@ describe('Redis sequence under Redis loss (OS workers, half on node-redis and ha
     const o = await run('sentinel', front.port, 4, PER_WORKER, async (ws) => {
       await untilProgress(ws, PER_WORKER * 0.4);
       await primary.kill();
-      await until(
+      await waitFor(
         async () => String(await sentinels[0]!.command('SENTINEL', 'get-master-addr-by-name', 'idl')).includes(String(replica.port)),
-        30_000,
+        { timeoutMs: 30_000, what: 'sentinel to name the replica as master' },
       );
       front.pointTo(replica.port);
     });
@@ -292,10 +294,17 @@ describe('Redis sequence under Redis loss (OS workers, half on node-redis and ha
     const primary = await redis('none', safe);
     const replicas = [await redis('none', safe), await redis('none', safe)];
     for (const r of replicas) await r.command('REPLICAOF', '127.0.0.1', String(primary.port));
-    for (const r of replicas) await until(async () => /master_link_status:up/.test(String(await r.command('INFO', 'replication'))));
+    for (const r of replicas)
+      await waitFor(async () => /master_link_status:up/.test(String(await r.command('INFO', 'replication'))), {
+        timeoutMs: 15_000,
+        what: "every replica's link to the primary to be up",
+      });
     const sentinels = await Promise.all([0, 1, 2].map(() => startSentinel(primary.port)));
     servers.push(...sentinels);
-    await until(async () => /num-other-sentinels\W+2\b/.test(JSON.stringify(await sentinels[0]!.command('SENTINEL', 'master', 'idl'))));
+    await waitFor(async () => /num-other-sentinels\W+2\b/.test(JSON.stringify(await sentinels[0]!.command('SENTINEL', 'master', 'idl'))), {
+      timeoutMs: 15_000,
+      what: 'the first sentinel to see the two others',
+    });
     const waitTimeoutMs = 2000;
     const commandTimeoutMs = 500;
     const o = await run(
@@ -306,9 +315,9 @@ describe('Redis sequence under Redis loss (OS workers, half on node-redis and ha
       async (ws) => {
         await untilProgress(ws, PER_WORKER * 0.4);
         await primary.kill();
-        await until(
+        await waitFor(
           async () => !String(await sentinels[0]!.command('SENTINEL', 'get-master-addr-by-name', 'idl')).includes(String(primary.port)),
-          30_000,
+          { timeoutMs: 30_000, what: 'sentinel to stop naming the killed primary' },
         );
       },
       () => ({ sentinels: sentinels.map((s) => s.port) }),
@@ -345,7 +354,10 @@ describe('Redis sequence under Redis loss (OS workers, half on node-redis and ha
     const key = 'idlease:seq:{cluster}';
     const slot = String(await nodes[0]!.command('CLUSTER', 'KEYSLOT', key));
     const idOf = async (n: RedisServer) => String(await n.command('CLUSTER', 'MYID'));
-    await until(async () => String(await nodes[0]!.command('CLUSTER', 'INFO')).includes('cluster_state:ok'));
+    await waitFor(async () => String(await nodes[0]!.command('CLUSTER', 'INFO')).includes('cluster_state:ok'), {
+      timeoutMs: 15_000,
+      what: 'the cluster to report cluster_state:ok',
+    });
     const ranges = (await nodes[0]!.command('CLUSTER', 'SLOTS')) as Array<[number, number, [string, number, string]]>;
     const [, , [, ownerPort]] = ranges.find(([lo, hi]) => Number(slot) >= lo && Number(slot) <= hi)!;
     const source = nodes.find((n) => n.port === Number(ownerPort))!;

@@ -23,12 +23,12 @@ import { REPO_ROOT, TSX_LOADER } from '../helpers/cli.js';
 import { migrate } from '../../src/migrations/migrate.js';
 import { createSnowflakeAllocator, SYSTEM_CLOCK, type SnowflakeEvent } from '../../src/snowflake/index.js';
 import { STRESS_LAYOUT } from './snowflake-layout.js';
+import { sleep } from '../helpers/wait.js';
 
 const WORKER = path.join(REPO_ROOT, 'test/stress/snowflake-worker.ts');
 const TTL = 1_000;
 /** How long any one awaited step may take before the test fails with the logs (tsx start-up under load is the slow part). */
 const STEP_MS = 20_000;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function checkRuns(runs: { name: string; ids: bigint[] }[]): void {
   const seen = new Map<bigint, string>();

@@ -9,6 +9,7 @@ import { createTicketAllocator, type TicketAllocator, type TicketAllocatorOption
 import { isIdleaseError } from '../../src/errors.js';
 import { createFakeClock } from './fake-clock.js';
 import { MemoryTicketServer, reshardMemory } from './ticket-memory-source.js';
+import { waitFor } from '../helpers/wait.js';
 
 const open: TicketAllocator[] = [];
 
@@ -40,14 +41,6 @@ async function drawN(alloc: TicketAllocator, n: number): Promise<bigint[]> {
   for (let i = 0; i < n; i++) ids.push(await alloc.next());
   return ids;
 }
-
-const until = async (what: () => boolean, ms = 2000) => {
-  const end = Date.now() + ms;
-  while (!what()) {
-    if (Date.now() > end) throw new Error('condition not reached');
-    await new Promise((r) => setTimeout(r, 2));
-  }
-};
 
 afterEach(async () => {
   await Promise.all(open.splice(0).map((a) => a.close()));
@@ -91,7 +84,7 @@ describe('ticket allocator on in-memory servers', () => {
     expect(alloc.stats().servers[0]!.lastErrorAt).toBe(Date.UTC(2030, 0, 1));
     a.down = false;
     await clock.advance(700); // past it: one probe, and a is back
-    await until(() => alloc.stats().servers[0]!.health === 'up');
+    await waitFor(() => alloc.stats().servers[0]!.health === 'up', { timeoutMs: 2000, intervalMs: 2, what: 'server 0 back up' });
     expect(a.probes).toBe(1);
     expect(events.map((e) => e.type)).toEqual(['server-down', 'server-up']);
     const ids = await drawN(alloc, 4);
@@ -103,10 +96,10 @@ describe('ticket allocator on in-memory servers', () => {
     const { alloc } = allocator([a, b], { backoffInitialMs: 5, backoffMaxMs: 40 });
     a.down = true;
     await alloc.next();
-    await until(() => alloc.stats().servers[0]!.failures >= 4); // the draw, then three probes
+    await waitFor(() => alloc.stats().servers[0]!.failures >= 4, { timeoutMs: 2000, intervalMs: 2, what: 'server 0 to fail 4 times' }); // the draw, then three probes
     expect(alloc.stats().servers[0]!.health).toBe('down');
     a.down = false;
-    await until(() => alloc.stats().servers[0]!.health === 'up');
+    await waitFor(() => alloc.stats().servers[0]!.health === 'up', { timeoutMs: 2000, intervalMs: 2, what: 'server 0 back up' });
     expect(alloc.stats().servers[0]!.failures).toBe(0);
   });
 
@@ -141,7 +134,7 @@ describe('ticket allocator on in-memory servers', () => {
     const [a, b] = pair(true);
     const { alloc } = allocator([a, b], { timeoutMs: 5000 });
     const pending = alloc.next();
-    await until(() => a.probes > 0 && b.probes > 0);
+    await waitFor(() => a.probes > 0 && b.probes > 0, { timeoutMs: 2000, intervalMs: 2, what: 'a probe on each server' });
     b.down = false;
     expect(await pending).toBe(2n);
   });
@@ -209,7 +202,7 @@ describe('ticket allocator on in-memory servers', () => {
       error: expect.objectContaining({ code: 'INVARIANT' }),
     });
     // Its probe answers, so it flaps between refused and up: whatever it hands out is checked.
-    await until(() => alloc.stats().servers[0]!.health === 'up');
+    await waitFor(() => alloc.stats().servers[0]!.health === 'up', { timeoutMs: 2000, intervalMs: 2, what: 'server 0 back up' });
     const all = [...ids, ...(await drawN(alloc, 40))];
     expect(new Set(all).size).toBe(all.length);
     expect(all.every((id) => b.issued.includes(id) || id % 2n === 1n)).toBe(true);
@@ -222,7 +215,7 @@ describe('ticket allocator on in-memory servers', () => {
     server.closeHangs = true;
     const { alloc } = allocator([server], { statementTimeoutMs: 300, timeoutMs: 60_000, closeTimeoutMs: 100 });
     const pending = alloc.next().catch((e: unknown) => e);
-    await until(() => server.draws + server.probes > 0);
+    await waitFor(() => server.draws + server.probes > 0, { timeoutMs: 2000, intervalMs: 2, what: 'a draw or a probe on the server' });
     const t0 = Date.now();
     await alloc.close();
     expect(Date.now() - t0).toBeLessThan(400);

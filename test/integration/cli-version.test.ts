@@ -5,7 +5,8 @@ import { REPO_ROOT, runCli } from '../helpers/cli.js';
 
 const { version } = JSON.parse(readFileSync(path.join(REPO_ROOT, 'package.json'), 'utf8')) as { version: string };
 
-// The installed package's `idlease --version` (dist/src/cli/, one level deeper) is checked by test/package.
+// The checkout's bin/idlease.js on the built dist/ (a project that builds it, not unit); the installed
+// package's `idlease --version` (dist/src/cli/, one level deeper) is checked by test/package.
 describe('idlease --version', () => {
   it.each([['--version'], ['-V']])("%s prints package.json's version and exits 0", async (flag) => {
     const r = await runCli([flag]);
