@@ -9,6 +9,7 @@
  */
 import { spawn } from 'node:child_process';
 import mysql from 'mysql2/promise';
+import { sleep } from './wait.js';
 
 /** Run a MariaDB client tool to completion; its stdout, or an error carrying its stderr. */
 function tool(file: string, args: readonly string[], input?: NodeJS.ReadableStream): Promise<Buffer> {
@@ -102,9 +103,9 @@ export async function promoteLosingWrites(p: Promotion): Promise<void> {
   const block = await mysql.createConnection({ host: '127.0.0.1', port: p.to, user: 'root' });
   try {
     await block.query('FLUSH TABLES WITH READ LOCK');
-    await new Promise((r) => setTimeout(r, 300));
+    await sleep(300); // the applier holds the lock before the receiver is stopped
     await mariadbSql(p.to, 'STOP SLAVE IO_THREAD');
-    await new Promise((r) => setTimeout(r, p.loseMs));
+    await sleep(p.loseMs); // the point: the old primary writes on, lost to `to`
     await p.killOld();
   } finally {
     await block.end().catch(() => block.destroy());

@@ -8,6 +8,7 @@
  */
 import pg from 'pg';
 import { startPostgres, type PostgresInstance } from './servers.js';
+import { sleep, waitFor } from './wait.js';
 
 async function query(port: number, statement: string): Promise<pg.QueryResult> {
   const client = new pg.Client({ host: '127.0.0.1', port, user: 'postgres', database: 'postgres', connectionTimeoutMillis: 5_000 });
@@ -32,13 +33,11 @@ export async function promotePgLosingWrites(p: {
   await query(p.standby.port, "ALTER SYSTEM SET primary_conninfo = ''");
   await query(p.standby.port, 'SELECT pg_reload_conf()');
   // The receiver stops on the reload: wait until it has, so the writes below are lost to it.
-  const until = Date.now() + 10_000;
-  while (Number((await query(p.standby.port, 'SELECT count(*) AS n FROM pg_stat_wal_receiver')).rows[0].n) > 0) {
-    if (Date.now() > until)
-      throw new Error(`standby on ${p.standby.port}: its WAL receiver still runs 10 s after primary_conninfo was emptied`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  await new Promise((r) => setTimeout(r, p.loseMs));
+  await waitFor(async () => Number((await query(p.standby.port, 'SELECT count(*) AS n FROM pg_stat_wal_receiver')).rows[0].n) === 0, {
+    timeoutMs: 10_000,
+    what: `the WAL receiver of the standby on ${p.standby.port} to stop after primary_conninfo was emptied`,
+  });
+  await sleep(p.loseMs); // the point: the old primary writes on, lost to the standby
   await p.killOld();
   await p.standby.promote();
 }
