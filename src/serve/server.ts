@@ -15,6 +15,7 @@ import { knexExecutor, type KnexLike } from '../drivers/knex.js';
 import { IdleaseError } from '../errors.js';
 import { singleFlightCache } from '../metrics/cache.js';
 import { collectMetrics } from '../metrics/collect.js';
+import { renderMetrics } from '../metrics/render.js';
 import { settlesWithin } from '../runtime/deadline.js';
 import { createKnexSegmentStore } from '../segment/store.js';
 import type { SegmentAllocator } from '../segment/types.js';
@@ -161,7 +162,7 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
   // Kept as bytes: each scrape of a 9 MB render would otherwise encode the string again (and measure it first).
   const metricsText = singleFlightCache(async () => {
     renders.inc();
-    return Buffer.from(await registry.metrics());
+    return renderMetrics(registry);
   });
 
   const table = new RouteTable(
