@@ -95,7 +95,6 @@ export interface IdServer {
 export const DEFAULT_MAX_BATCH = 10_000;
 const MAX_BODY = 1024;
 const LEAF_PREFIX = '/api/segment/get/';
-const PLAIN_TAG = /^[A-Za-z0-9_.-]{1,128}$/;
 
 export async function startServer(o: ServeOptions): Promise<IdServer> {
   if (o.token !== undefined && o.token.length === 0)
@@ -224,8 +223,9 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
     }
     // The hot route without the router: a served tag spelled plainly, no query string. The tag is
     // looked up only once the token has opened the route, so a wrong token cannot time which tags exist.
-    if (url.startsWith(LEAF_PREFIX) && req.method === 'GET' && !closing && PLAIN_TAG.test(url.slice(LEAF_PREFIX.length))) {
-      const a = auth.opens(credential) && auth.hostAllowed(req) ? tags.allocators.get(url.slice(LEAF_PREFIX.length)) : undefined;
+    // Only tags spelled plainly are found by the raw path (tags.ts: plainAllocators), with no test of it per request.
+    if (url.startsWith(LEAF_PREFIX) && req.method === 'GET' && !closing) {
+      const a = auth.opens(credential) && auth.hostAllowed(req) ? tags.plainAllocators.get(url.slice(LEAF_PREFIX.length)) : undefined;
       if (a) {
         a.next().then(
           (id) => {
