@@ -6,6 +6,7 @@
  * cost `next()` nothing.
  */
 import { Counter, Gauge, type Registry } from 'prom-client';
+import { escapeLabelValue, escapeText, familyHeader, renderWith, valueText } from './render.js';
 
 /**
  * One metric family. Allocators sharing a label value (a tag, a server name, a group) add up,
@@ -32,6 +33,13 @@ export interface KindMetrics<A, X> {
   watch(allocator: A, instruments: X): () => void;
 }
 
+/** A table's series as one render reads them: each series, the index of its label value, and that value's label text. */
+interface TableSeries {
+  readonly series: never[];
+  readonly group: number[];
+  readonly labels: string[];
+}
+
 /** A table of any series shape, for a kind's list of tables (each table is typed where it is written). */
 export function table<A, P>(t: Table<A, P>): Table<A, never> {
   return t as unknown as Table<A, never>;
@@ -44,40 +52,78 @@ export function registerTable<A>(registry: Registry, t: Table<A, never>, members
   const each = (f: (labels: Record<string, string>, series: never) => void) => {
     for (const a of members) for (const [value, series] of t.series(a)) f(labelsOf(value), series);
   };
-  for (const [name, help, read, combine] of t.rows) {
-    if (name.endsWith('_total')) {
-      new Counter({
-        name,
-        help,
-        labelNames,
-        registers: [registry],
-        collect() {
-          this.reset();
-          each((labels, s) => this.inc(labels, read(s)));
-        },
-      });
-      continue;
-    }
-    new Gauge({
-      name,
-      help,
-      labelNames,
-      registers: [registry],
-      collect() {
-        this.reset();
-        if (combine !== 'highest') {
-          each((labels, s) => this.inc(labels, read(s)));
-          return;
+  // For renderMetrics (./render.ts): the table's series read once per render, shared by its rows,
+  // with the label text of each distinct label value (allocators sharing one add up into it).
+  const seriesKey = {};
+  const seriesOnce = (memo: Map<unknown, unknown>): TableSeries => {
+    let all = memo.get(seriesKey) as TableSeries | undefined;
+    if (all !== undefined) return all;
+    all = { series: [], group: [], labels: [] };
+    const groupOf = new Map<string, number>();
+    for (const a of members)
+      for (const [value, series] of t.series(a)) {
+        const key = t.label === undefined ? '' : value;
+        let g = groupOf.get(key);
+        if (g === undefined) {
+          g = all.labels.length;
+          groupOf.set(key, g);
+          all.labels.push(t.label === undefined ? ' ' : `{${t.label}="${escapeLabelValue(value)}"} `);
         }
-        const top = new Map<string, { labels: Record<string, string>; v: number }>();
-        each((labels, s) => {
-          const v = read(s);
-          const key = JSON.stringify(labels);
-          const seen = top.get(key);
-          if (seen === undefined || v > seen.v) top.set(key, { labels, v });
+        all.series.push(series);
+        all.group.push(g);
+      }
+    memo.set(seriesKey, all);
+    return all;
+  };
+  for (const [name, help, read, combine] of t.rows) {
+    const counter = name.endsWith('_total');
+    const config = { name, help, labelNames, registers: [registry] };
+    const addUp = (m: { reset(): void; inc(labels: Record<string, string>, value: number): void }) => {
+      m.reset();
+      each((labels, s) => m.inc(labels, read(s)));
+    };
+    const metric = counter
+      ? new Counter({
+          ...config,
+          collect() {
+            addUp(this);
+          },
+        })
+      : new Gauge({
+          ...config,
+          collect() {
+            if (combine !== 'highest') return addUp(this);
+            this.reset();
+            const top = new Map<string, { labels: Record<string, string>; v: number }>();
+            each((labels, s) => {
+              const v = read(s);
+              const key = JSON.stringify(labels);
+              const seen = top.get(key);
+              if (seen === undefined || v > seen.v) top.set(key, { labels, v });
+            });
+            for (const { labels, v } of top.values()) this.set(labels, v);
+          },
         });
-        for (const { labels, v } of top.values()) this.set(labels, v);
-      },
+    // The same lines collect() above makes prom-client write, straight from the series. A value
+    // prom-client would refuse or treat apart (a counter going down, not a finite number) is left
+    // to prom-client, so what it does then stays what it does.
+    const header = familyHeader(name, help, counter ? 'counter' : 'gauge');
+    const escapedName = escapeText(name);
+    renderWith(metric, (memo) => {
+      const { series, group, labels } = seriesOnce(memo);
+      const values: Array<number | undefined> = Array.from({ length: labels.length });
+      for (let i = 0; i < series.length; i++) {
+        const v = read(series[i]!);
+        if (typeof v !== 'number' || (counter && !(Number.isFinite(v) && v >= 0))) return undefined;
+        const g = group[i]!;
+        const seen = values[g];
+        values[g] = seen === undefined ? v : combine === 'highest' ? (v > seen ? v : seen) : seen + v;
+      }
+      // Joined once (a flat string), not grown with += (a rope the render's join walks line by line).
+      const lines = [header];
+      for (let g = 0; g < labels.length; g++) lines.push(`${escapedName}${labels[g]}${valueText(values[g]!)}`);
+      if (t.label === undefined && labels.length === 0) lines.push(`${escapedName} 0`);
+      return lines.join('\n');
     });
   }
 }

@@ -15,6 +15,7 @@ import { knexExecutor, type KnexLike } from '../drivers/knex.js';
 import { IdleaseError } from '../errors.js';
 import { singleFlightCache } from '../metrics/cache.js';
 import { collectMetrics } from '../metrics/collect.js';
+import { renderMetrics } from '../metrics/render.js';
 import { settlesWithin } from '../runtime/deadline.js';
 import { createKnexSegmentStore } from '../segment/store.js';
 import type { SegmentAllocator } from '../segment/types.js';
@@ -94,7 +95,6 @@ export interface IdServer {
 export const DEFAULT_MAX_BATCH = 10_000;
 const MAX_BODY = 1024;
 const LEAF_PREFIX = '/api/segment/get/';
-const PLAIN_TAG = /^[A-Za-z0-9_.-]{1,128}$/;
 
 export async function startServer(o: ServeOptions): Promise<IdServer> {
   if (o.token !== undefined && o.token.length === 0)
@@ -161,7 +161,7 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
   // Kept as bytes: each scrape of a 9 MB render would otherwise encode the string again (and measure it first).
   const metricsText = singleFlightCache(async () => {
     renders.inc();
-    return Buffer.from(await registry.metrics());
+    return renderMetrics(registry);
   });
 
   const table = new RouteTable(
@@ -223,8 +223,9 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
     }
     // The hot route without the router: a served tag spelled plainly, no query string. The tag is
     // looked up only once the token has opened the route, so a wrong token cannot time which tags exist.
-    if (url.startsWith(LEAF_PREFIX) && req.method === 'GET' && !closing && PLAIN_TAG.test(url.slice(LEAF_PREFIX.length))) {
-      const a = auth.opens(credential) && auth.hostAllowed(req) ? tags.allocators.get(url.slice(LEAF_PREFIX.length)) : undefined;
+    // Only tags spelled plainly are found by the raw path (tags.ts: plainAllocators), with no test of it per request.
+    if (url.startsWith(LEAF_PREFIX) && req.method === 'GET' && !closing) {
+      const a = auth.opens(credential) && auth.hostAllowed(req) ? tags.plainAllocators.get(url.slice(LEAF_PREFIX.length)) : undefined;
       if (a) {
         a.next().then(
           (id) => {

@@ -32,8 +32,17 @@ export interface ServedTagsOptions {
 /** How many tags the server may know before ?create=1 is refused (the CLI's `tag add` is not bounded by it). */
 export const DEFAULT_MAX_TAGS = 1_000;
 
+/** A tag a URL carries as it is (no percent-encoding to undo, no character the router would refuse). */
+const PLAIN_TAG = /^[A-Za-z0-9_.-]{1,128}$/;
+
 export class ServedTags {
   readonly allocators = new Map<string, SegmentAllocator>();
+  /**
+   * The allocators of tags spelled plainly, by name: the hot route (server.ts) looks the raw path
+   * up here, once the token opened it. Which tags qualify is decided once per tag, not by a
+   * regular expression per request (a quarter of a microsecond of each ~13 µs request).
+   */
+  readonly plainAllocators = new Map<string, SegmentAllocator>();
   readonly countRemoteLease: (tag: string, ids: number) => void;
   private known = new Set<string>();
   /**
@@ -86,6 +95,7 @@ export class ServedTags {
       ...(this.o.maxStep === undefined ? {} : { maxStep: this.o.maxStep }),
     });
     this.allocators.set(tag, a);
+    if (PLAIN_TAG.test(tag)) this.plainAllocators.set(tag, a);
     collectMetrics(this.o.registry, a);
     this.countRemoteLease(tag, 0);
     return a;

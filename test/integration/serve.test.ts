@@ -134,6 +134,11 @@ describe.each(ALL_FLAVORS)('idlease serve on %s', (flavor) => {
     expect(BigInt(s2.text)).toBeGreaterThan(BigInt(s1.text));
     // No answer that carries IDs may be kept by a cache on the way (it would hand them out again).
     expect([a, b, lease, s1].map((x) => x.cacheControl)).toEqual(Array(4).fill('no-store'));
+    // A path the hot route does not take as it is (escaped, or with a query) is the router's: the same tag, decoded.
+    for (const p of ['/api/segment/get/ord%65r', '/api/segment/get/order?x=1']) {
+      const r = await get(`${server.url}${p}`);
+      expect([p, r.status, BigInt(r.text) > BigInt(a.text)]).toEqual([p, 200, true]);
+    }
     const bad: Array<[string, RequestInit, number, string]> = [
       ['/api/segment/get/nope', {}, 404, 'UNKNOWN_TAG'],
       ['/api/snowflake/get/x', { headers: { authorization: 'Bearer wrong' } }, 401, 'UNAUTHORIZED'],
