@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- segment|tickets|next-id|next-id-mariadb|next-id-cost|serve|serve-metrics|snowflake|cli|redis]`: every benchmark reports ratios
+ * `npm run bench [-- segment|tickets|next-id|next-id-mariadb|next-id-cost|next-id-uuidv7|serve|serve-metrics|snowflake|cli|redis]`: every benchmark reports ratios
  * against a baseline measured in the same run, on the same machine. Without a name: the three
  * timed suites (next-id-cost counts instructions under valgrind and is asked for by name).
  */
@@ -9,6 +9,7 @@ const suites: Record<string, () => Promise<{ default: () => Promise<void> }>> = 
   'next-id': () => import('./next-id.js'),
   'next-id-mariadb': () => import('./next-id-mariadb.js'),
   'next-id-cost': () => import('./next-id-cost.js'),
+  'next-id-uuidv7': () => import('./next-id-uuidv7.js'),
   serve: () => import('./serve.js'),
   'serve-metrics': () => import('./serve-metrics.js'),
   snowflake: () => import('./snowflake.js'),

