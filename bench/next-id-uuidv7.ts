@@ -26,6 +26,7 @@ import { loadavg } from 'node:os';
 import type { Knex } from 'knex';
 import pg from 'pg';
 import { connect } from '../src/connect.js';
+import { scratchDatabase } from './scratch-db.js';
 import { migrate } from '../src/migrations/migrate.js';
 import { attachNextId } from '../src/next-id/attach.js';
 import { ensurePgVersions } from '../scripts/ensure-pg-versions.mjs';
@@ -87,12 +88,8 @@ export default async function run(): Promise<void> {
     server = await startPostgres({ settings: { fsync: 'on' } });
     serverUrl = server.url;
   }
-  const admin = connect(serverUrl, { poolMax: 1 });
-  const dbName = `idlease_bench_uuidv7_${process.pid}`;
-  await admin.raw(`CREATE DATABASE "${dbName}"`);
-  const u = new URL(serverUrl);
-  u.pathname = '/' + dbName;
-  const url = u.toString();
+  const scratch = await scratchDatabase(serverUrl, `idlease_bench_uuidv7_${process.pid}`);
+  const url = scratch.url;
   const knex = connect(url, { poolMax: 1 });
   try {
     const version = (await knex.raw('SHOW server_version')).rows[0].server_version as string;
@@ -181,8 +178,7 @@ export default async function run(): Promise<void> {
     );
   } finally {
     await knex.destroy();
-    await admin.raw(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`).catch(() => undefined);
-    await admin.destroy();
+    await scratch.drop();
     await server?.destroy();
   }
 }

@@ -33,6 +33,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import type { Knex } from 'knex';
 import { connect } from '../src/connect.js';
+import { scratchDatabase } from './scratch-db.js';
 import { migrate } from '../src/migrations/migrate.js';
 import { attachNextId } from '../src/next-id/attach.js';
 import pg from 'pg';
@@ -261,12 +262,8 @@ async function singleRowsPg(url: string, table: string, seconds: number, prepare
 
 export default async function run(): Promise<void> {
   const serverUrl = process.env.IDLEASE_BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-  const dbName = `idlease_bench_nextid_${randomBytes(3).toString('hex')}`;
-  const admin = connect(serverUrl, { poolMax: 1 });
-  await admin.raw(`CREATE DATABASE "${dbName}"`);
-  const u = new URL(serverUrl);
-  u.pathname = '/' + dbName;
-  const url = u.toString();
+  const scratch = await scratchDatabase(serverUrl, `idlease_bench_nextid_${randomBytes(3).toString('hex')}`);
+  const url = scratch.url;
   // One connection, so the backend that perf watches is the one running every bulk insert.
   const knex = connect(url, { poolMax: 1 });
   try {
@@ -500,8 +497,7 @@ export default async function run(): Promise<void> {
     );
   } finally {
     await knex.destroy();
-    await admin.raw(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`);
-    await admin.destroy();
+    await scratch.drop();
   }
   // The same run goes on with MariaDB (issue 37): next_id() as an expression DEFAULT vs AUTO_INCREMENT.
   if (process.env.IDLEASE_BENCH_SKIP_MARIADB !== '1') await (await import('./next-id-mariadb.js')).default();
