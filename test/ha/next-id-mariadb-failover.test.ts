@@ -23,7 +23,7 @@ import { startMariadb, type ServerInstance } from '../helpers/servers.js';
 import { checkStreams } from '../chaos/check.js';
 import { startTcpSwitch, type TcpSwitch } from '../helpers/tcp-switch.js';
 import { mariadbSql, promoteLosingWrites, rebuildReplica } from '../helpers/mariadb-replicas.js';
-import { sleep } from '../helpers/wait.js';
+import { sleep, waitFor } from '../helpers/wait.js';
 
 const url = (port: number) => `mysql://root@127.0.0.1:${port}/test`;
 
@@ -156,7 +156,17 @@ async function failovers(manager: 'events' | 'none'): Promise<string> {
     all.every((id) => id > 0n),
     why,
   ).toBe(true);
-  const home = JSON.parse((await runMain(['--url', url(s1), '--json', 'next-id', 'status'])).out);
+  // s1 was rebuilt and promoted moments ago: a status that fails on the way is asked again, and named if it never answers.
+  let last = '';
+  const status = await waitFor(
+    async () => {
+      const r = await runMain(['--url', url(s1), '--json', 'next-id', 'status']);
+      last = r.err;
+      return r.out.trim() === '' ? undefined : r.out;
+    },
+    { timeoutMs: 20_000, intervalMs: 500, what: () => `next-id status --json on s1 (last error: ${last || 'none'})` },
+  );
+  const home = JSON.parse(status);
   expect(home).toMatchObject({ homeServerId: 1, serverId: 1, ticker: 'ENABLED' });
   return why;
 }

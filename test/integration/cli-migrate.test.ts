@@ -146,8 +146,12 @@ describe.each(['mysql', 'postgres'] as const)('two idlease migrate processes at 
     // The bookkeeping is where the knexfile puts it (knex does not create schemas); the tables in idlease's own.
     const names = await db.knex('idlease_migrations').pluck('name');
     expect(names).toContain('20261122000001_segments.ts');
-    expect(names).toContain('20261123000004_workers.ts');
-    expect(await own(db).hasTable('idlease_workers')).toBe(true);
+    expect(names).toContain('20261125000001_install.ts');
+    expect(await own(db).hasTable('idlease_segments')).toBe(true);
+    // What `idlease migrate` installs and nothing else: the worker table, tickets and next_id() are opt-in directories.
+    expect(names).not.toContain('20261123000004_workers.ts');
+    expect(await own(db).hasTable('idlease_workers')).toBe(false);
+    expect(await own(db).hasTable('idlease_ticket_schemes')).toBe(false);
     const down = await knexCli(['migrate:rollback', '--all']);
     expect(down.code, down.out).toBe(0);
     expect(await own(db).hasTable('idlease_segments')).toBe(false);

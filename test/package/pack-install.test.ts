@@ -269,7 +269,7 @@ console.log(JSON.stringify({
       decode: 'function',
       collectMetrics: 'function',
       conformance: 'function',
-      exports: [true, ['collectMetrics'], ['segmentStoreConformance']],
+      exports: [true, ['collectMetrics', 'dashboardQueries', 'grafanaDashboard'], ['segmentStoreConformance']],
     });
     // CommonJS on Node ≥ 20.19 loads the ESM build through require() (the `default` condition);
     // import() works as before.
