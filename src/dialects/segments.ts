@@ -215,6 +215,14 @@ export function segmentTarget(db: SqlExecutor, ref: SegmentTableRef): SegmentTar
 }
 
 /**
+ * Timelines from the row's instance to this one ('pg:tl' and 8 hex digits, instance.ts): at least
+ * 1 (a row from before the fence, or from a history this one did not branch from), at most 1,000,
+ * so that 1,001 times the largest gap (10^15) stays inside a bigint.
+ */
+const TIMELINE = (instance: string) => `('x' || substr(${instance}, 6))::bit(32)::int`;
+const PG_HOPS = `LEAST(1000, GREATEST(1, CASE WHEN s.instance ~ '^pg:tl[0-9A-Fa-f]{8}$' AND i.here ~ '^pg:tl[0-9A-Fa-f]{8}$' THEN ${TIMELINE('i.here')} - ${TIMELINE('s.instance')} ELSE 1 END))`;
+
+/**
  * The first lease on a new instance: the row first jumps past the next-but-one multiple of its
  * failover_gap — at least the gap above the row it finds, and round, so a person reading IDs sees
  * where a failover was — then moves by the step, and names this instance, in one statement.
@@ -223,20 +231,10 @@ export function segmentTarget(db: SqlExecutor, ref: SegmentTableRef): SegmentTar
  * primary's jump, would otherwise land both jumps on the same multiple and repeat what the first
  * handed out. MariaDB's server_ids have no order to count, so there the jump is always one gap
  * (docs/failover.md says when that is not enough). Whoever comes first jumps, the others find it
- * marked:
- * whoever comes first jumps, the others find it marked (their guarded lease succeeds; this one,
- * run again, adds just the step). Per dialect as a whole: MySQL evaluates SET left to right on
+ * marked (their guarded lease succeeds; this one, run again, adds just the step). Per dialect as a whole: MySQL evaluates SET left to right on
  * the updated row, so `instance` is assigned last there; PostgreSQL reads the instance once in a
  * FROM item and every SET sees the old row.
  */
-/**
- * Timelines from the row's instance to this one ('pg:tl' and 8 hex digits, instance.ts): at least
- * 1 (a row from before the fence, or from a history this one did not branch from), at most 1,000,
- * so that 1,001 times the largest gap (10^15) stays inside a bigint.
- */
-const TIMELINE = (instance: string) => `('x' || substr(${instance}, 6))::bit(32)::int`;
-const PG_HOPS = `LEAST(1000, GREATEST(1, CASE WHEN s.instance ~ '^pg:tl[0-9A-Fa-f]{8}$' AND i.here ~ '^pg:tl[0-9A-Fa-f]{8}$' THEN ${TIMELINE('i.here')} - ${TIMELINE('s.instance')} ELSE 1 END))`;
-
 const FENCED_LEASE: PerDialect<(s: { tb: string; here: string; limit: string; touch: string }) => string> = {
   mysql: ({
     tb,
