@@ -59,7 +59,23 @@ function waitExit(child: ChildProcess | undefined, timeoutMs = 30_000): Promise<
   });
 }
 
+/**
+ * Start a three-node cluster; a start that fails (its error names the node's own log tail) is tried
+ * once more on new ports: a free port can be taken by another test's server between freePort() and
+ * the node's bind ("Address already in use"), more so with several failover files at once.
+ */
 export async function startGalera(options: GaleraOptions = {}): Promise<GaleraCluster> {
+  try {
+    return await startGaleraOnce(options);
+  } catch (err) {
+    process.stderr.write(
+      `galera: the cluster did not start (${String((err as Error).message).split('\n')[0]}); trying once more on new ports\n`,
+    );
+    return await startGaleraOnce(options);
+  }
+}
+
+async function startGaleraOnce(options: GaleraOptions): Promise<GaleraCluster> {
   need(GALERA_PROVIDER, 'galera-4 (libgalera_smm.so)');
   need('/usr/sbin/mariadbd', 'mariadbd');
   need('/usr/bin/wsrep_sst_rsync', 'wsrep_sst_rsync (mariadb-server)');

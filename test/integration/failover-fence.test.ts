@@ -14,6 +14,7 @@ import { addTag, createSegmentAllocator, listTags, setFailoverGap } from '../../
 import { createTicketAllocator } from '../../src/ticket/index.js';
 import { MAX_INT64 } from '../../src/ids.js';
 import type { SegmentEvent } from '../../src/segment/types.js';
+import { sleep, waitFor } from '../helpers/wait.js';
 
 const GAP = 1_000_000n;
 
@@ -44,8 +45,17 @@ describe.each(ALL_FLAVORS)('failover fence on %s', (flavor) => {
     await addTag(db.knex, { tag: 'order', step: 100, failoverGap: GAP });
     const before = createSegmentAllocator({ knex: db.knex, tag: 'order', minStep: 100, maxStep: 100 });
     const issued = await before.nextBatch(450);
-    // What the old primary leased (`before` holds the part it has not served yet, preloaded included).
-    const leased = (await listTags(db.knex)).find((r) => r.tag === 'order')!.maxId;
+    // What the old primary leased (`before` holds the part it has not served yet, preloaded included):
+    // read once its preload has landed (a lease still in flight would move the row after the read).
+    const maxIdNow = async () => (await listTags(db.knex)).find((r) => r.tag === 'order')!.maxId;
+    const leased = await waitFor(
+      async () => {
+        const a = await maxIdNow();
+        await sleep(150);
+        return (await maxIdNow()) === a ? a : undefined;
+      },
+      { timeoutMs: 10_000, what: "the old primary's preload to land" },
+    );
     // The standby's copy: 300 IDs behind, its last lease made on the old primary.
     await db.knex.raw(`UPDATE ${segments()} SET max_id = max_id - 300, instance = ? WHERE tag = ?`, ['old-primary', 'order']);
     const events: SegmentEvent[] = [];
