@@ -214,10 +214,16 @@ const SNOWFLAKE_ROWS: ReadonlyArray<readonly [string, (s: SnowflakeStats) => str
   ['Failover wait left', (s) => (s.failoverWaitLeftMs > 0 ? duration(s.failoverWaitLeftMs) : '<span class="muted">none</span>')],
 ];
 
-function table<R>(columns: ReadonlyArray<Column<R>>, rows: readonly R[], now: number, cellClass: (i: number) => string = () => ''): string {
+function table<R>(
+  id: string,
+  columns: ReadonlyArray<Column<R>>,
+  rows: readonly R[],
+  now: number,
+  cellClass: (i: number) => string = () => '',
+): string {
   const head = columns.map((c) => `<th title="${escapeHtml(c.title)}">${escapeHtml(c.head)}</th>`).join('');
   const body = rows.map((r) => `<tr>${columns.map((c, i) => `<td${cellClass(i)}>${c.cell(r, now)}</td>`).join('')}</tr>`).join('\n');
-  return `<table><thead><tr>${head}</tr></thead><tbody>\n${body}\n</tbody></table>`;
+  return `<table id="${id}"><thead><tr>${head}</tr></thead><tbody>\n${body}\n</tbody></table>`;
 }
 
 interface Query {
@@ -343,7 +349,7 @@ function pageHtml(name: string, s: Snapshot, q: Query, shown: Shown): string {
     '<h2 id="server">Server</h2>',
     `<dl><dt>Connections by state</dt><dd>${connections}</dd><dt>IDs queued for batches</dt><dd>${grouped(s.queuedIds)}</dd>` +
       `<dt>Tags served</dt><dd>${grouped(s.tags.length)}</dd></dl>`,
-    `<table><thead><tr><th>Metric (idlease_serve_…)</th><th>Labels</th><th>Value</th></tr></thead><tbody>\n${server}\n</tbody></table>`,
+    `<table id="server-rows"><thead><tr><th>Metric (idlease_serve_…)</th><th>Labels</th><th>Value</th></tr></thead><tbody>\n${server}\n</tbody></table>`,
     '<h2 id="tags">Segment tags</h2>',
     `<form method="get" action="/status"><input type="search" name="q" value="${escapeHtml(q.q)}" placeholder="tag or description" aria-label="Filter tags">` +
       (q.refresh !== DEFAULT_REFRESH_S ? `<input type="hidden" name="refresh" value="${q.refresh}">` : '') +
@@ -351,13 +357,13 @@ function pageHtml(name: string, s: Snapshot, q: Query, shown: Shown): string {
     `<p id="count">${matching === 0 ? 'No tag matches.' : `Tags ${grouped(first)}–${grouped(first + rows.length - 1)} of ${grouped(matching)}`}` +
       `${q.q === '' ? '' : ` matching “${escapeHtml(q.q)}” (of ${grouped(s.tags.length)})`}.</p>`,
     nav,
-    table(TAG_COLUMNS, rows, s.at, (i) => (i === 1 ? ' class="d"' : '')),
+    table('tag-rows', TAG_COLUMNS, rows, s.at, (i) => (i === 1 ? ' class="d"' : '')),
     nav,
   ];
   if (s.redis.length > 0)
     parts.push(
       '<h2 id="redis">Redis sequences</h2>',
-      table(REDIS_COLUMNS, redisShown, s.at),
+      table('redis-rows', REDIS_COLUMNS, redisShown, s.at),
       shown.redis.length > redisShown.length ? `<p>${grouped(shown.redis.length - redisShown.length)} more: filter to narrow.</p>` : '',
     );
   if (s.snowflake !== undefined) {
