@@ -165,12 +165,13 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
     return renderMetrics(registry);
   });
 
+  let listenUrl = `${o.host}:${o.port}`; // the port once listening (0 picks one)
   const statusPage = createStatusPage({
     allocators,
     registry,
     connections: () => guard.byState(),
     queuedIds: () => queue.queuedIds,
-    name: `${o.host}:${o.port}`,
+    name: () => listenUrl,
   });
 
   const table = new RouteTable(
@@ -274,9 +275,10 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
   server.prependListener('connection', (socket: Socket) => guard.admit(socket));
   server.on('clientError', (err: NodeJS.ErrnoException, socket) => answerClientError(err, socket));
   await listen(server, o.host, o.port);
+  listenUrl = urlOf(server);
 
   return {
-    url: urlOf(server),
+    url: listenUrl,
     allocators: tags.allocators,
     async close(timeoutMs = 10_000) {
       closing = true;

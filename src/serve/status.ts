@@ -41,7 +41,7 @@ export interface StatusSources {
   /** IDs of batch requests waiting their turn (batch-queue.ts). */
   queuedIds(): number;
   /** The listen URL, shown in the heading. */
-  readonly name: string;
+  name(): string;
 }
 
 export interface StatusPage {
@@ -62,7 +62,8 @@ interface Snapshot {
   readonly tags: readonly TagRow[];
   readonly redis: readonly RedisSequenceStats[];
   readonly snowflake: SnowflakeStats | undefined;
-  readonly server: ReadonlyArray<readonly [name: string, labels: string, value: number]>;
+  /** serve's families: name without the prefix, then each series as `label value` (or the bare value). */
+  readonly server: ReadonlyArray<readonly [name: string, series: string]>;
   readonly connections: Readonly<Record<string, number>>;
   readonly queuedIds: number;
 }
@@ -73,7 +74,7 @@ const STYLE = [
   'table{border-collapse:collapse;font-variant-numeric:tabular-nums}',
   'th,td{padding:.25em .6em;border-bottom:1px solid #ddd;text-align:right;vertical-align:top}',
   'th{background:#f3f3f3;position:sticky;top:0}th:first-child,td:first-child{text-align:left}',
-  'td.d{color:#555;font-size:.9em;max-width:28em;overflow-wrap:anywhere}',
+  'td.d{color:#555;font-size:.9em;max-width:28em;overflow-wrap:anywhere;text-align:left}.l{text-align:left}',
   '.bad{color:#b00020;font-weight:600}.muted{color:#777}',
   'form{margin:.4em 0}input{font:inherit;padding:.2em .4em;width:20em}',
   'nav a{margin-right:1em}dl{display:grid;grid-template-columns:max-content auto;gap:.1em 1em}dt{color:#555}dd{margin:0}',
@@ -221,7 +222,7 @@ function table<R>(
   now: number,
   cellClass: (i: number) => string = () => '',
 ): string {
-  const head = columns.map((c) => `<th title="${escapeHtml(c.title)}">${escapeHtml(c.head)}</th>`).join('');
+  const head = columns.map((c, i) => `<th${cellClass(i)} title="${escapeHtml(c.title)}">${escapeHtml(c.head)}</th>`).join('');
   const body = rows.map((r) => `<tr>${columns.map((c, i) => `<td${cellClass(i)}>${c.cell(r, now)}</td>`).join('')}</tr>`).join('\n');
   return `<table id="${id}"><thead><tr>${head}</tr></thead><tbody>\n${body}\n</tbody></table>`;
 }
@@ -266,7 +267,7 @@ export function createStatusPage(src: StatusSources): StatusPage {
       const page = Math.min(q.page, pages);
       const rows = matching.slice((page - 1) * STATUS_PAGE_ROWS, page * STATUS_PAGE_ROWS);
       const redis = needle === '' ? s.redis : s.redis.filter((r) => `${r.tag}\n${r.key}`.toLowerCase().includes(needle));
-      const html = pageHtml(src.name, s, q, { matching: matching.length, rows, page, pages, redis });
+      const html = pageHtml(src.name(), s, q, { matching: matching.length, rows, page, pages, redis });
       return { body: Buffer.from(html), ms: performance.now() - t0 };
     },
   };
@@ -288,16 +289,15 @@ async function snapshot(src: StatusSources): Promise<Snapshot> {
   rows.sort((a, b) => (a.tag < b.tag ? -1 : a.tag > b.tag ? 1 : 0));
   const redis = [...src.allocators.sequences.values()].map((r) => r.stats()).sort((a, b) => (a.tag < b.tag ? -1 : 1));
   // serve's own families, read from the registry /metrics renders: a serve metric added later shows here too.
-  const server: Array<[string, string, number]> = [];
+  const server: Array<[string, string]> = [];
   for (const metric of src.registry.getMetricsAsArray() as unknown as ServeMetric[]) {
     const name = metric.name;
     if (!name.startsWith('idlease_serve_')) continue;
-    for (const v of (await metric.get()).values) {
-      const labels = Object.entries(v.labels)
-        .map(([k, l]) => `${k}=${String(l)}`)
-        .join(', ');
-      server.push([name.slice('idlease_serve_'.length), labels, v.value]);
-    }
+    const series = (await metric.get()).values.map((v) => {
+      const labels = Object.values(v.labels).map(String).join(' ');
+      return `${labels === '' ? '' : `${labels} `}${grouped(v.value)}`;
+    });
+    server.push([name.slice('idlease_serve_'.length), series.join(' · ')]);
   }
   return {
     at: Date.now(),
@@ -330,9 +330,7 @@ function pageHtml(name: string, s: Snapshot, q: Query, shown: Shown): string {
   const connections = Object.entries(s.connections)
     .map(([state, n]) => `${escapeHtml(state)} ${grouped(n)}`)
     .join(', ');
-  const server = s.server
-    .map(([metric, labels, value]) => `<tr><td>${escapeHtml(metric)}</td><td>${escapeHtml(labels)}</td><td>${grouped(value)}</td></tr>`)
-    .join('\n');
+  const server = s.server.map(([metric, series]) => `<tr><td>${escapeHtml(metric)}</td><td class="l">${escapeHtml(series)}</td></tr>`).join('\n');
   const redisShown = shown.redis.slice(0, STATUS_PAGE_ROWS);
   const parts = [
     '<!doctype html><html lang="en"><head><meta charset="utf-8">',
@@ -349,7 +347,7 @@ function pageHtml(name: string, s: Snapshot, q: Query, shown: Shown): string {
     '<h2 id="server">Server</h2>',
     `<dl><dt>Connections by state</dt><dd>${connections}</dd><dt>IDs queued for batches</dt><dd>${grouped(s.queuedIds)}</dd>` +
       `<dt>Tags served</dt><dd>${grouped(s.tags.length)}</dd></dl>`,
-    `<table id="server-rows"><thead><tr><th>Metric (idlease_serve_…)</th><th>Labels</th><th>Value</th></tr></thead><tbody>\n${server}\n</tbody></table>`,
+    `<table id="server-rows"><thead><tr><th>Metric (idlease_serve_…, as /metrics has it)</th><th class="l">Value (by label)</th></tr></thead><tbody>\n${server}\n</tbody></table>`,
     '<h2 id="tags">Segment tags</h2>',
     `<form method="get" action="/status"><input type="search" name="q" value="${escapeHtml(q.q)}" placeholder="tag or description" aria-label="Filter tags">` +
       (q.refresh !== DEFAULT_REFRESH_S ? `<input type="hidden" name="refresh" value="${q.refresh}">` : '') +
