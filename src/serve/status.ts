@@ -153,7 +153,9 @@ const TAG_COLUMNS: ReadonlyArray<Column<TagRow>> = [
     head: 'Current range',
     title: 'The segment IDs come from now: its first and last ID; next: the ID it gives next',
     cell: ({ stats: { current: c } }) =>
-      c === undefined ? '<span class="muted">none yet</span>' : `${c.start}–${c.end}<br><span class="muted">next ${c.cursor}</span>`,
+      c === undefined
+        ? '<span class="muted">none yet</span>'
+        : `${c.start}–${c.end}<br><span class="muted">${c.cursor > c.end ? 'used up' : `next ${c.cursor}`}</span>`,
   },
   {
     head: 'Next range',

@@ -27,7 +27,7 @@ let browser: BrowserPage | undefined;
 
 beforeAll(async () => {
   db = await createTestDb('postgres', 'serve_status_chromium');
-  await migrate(db.knex);
+  await migrate(db.knex, { workers: true }); // the snowflake worker table: the page shows the worker id serve claims
   await addTag(db.knex, { tag: 'order', description: `<script>alert("x")</script> it's "quoted" <img src=x onerror=alert(1)>` });
   for (let i = 0; i < TAGS; i += 250)
     await Promise.all(
@@ -44,7 +44,7 @@ beforeAll(async () => {
         fetch(`${server.url}/v1/segment/${tag}/ids?n=${(i + 1) * 700}`, { headers: auth }).then((r) => r.arrayBuffer()),
       ),
     );
-  await fetch(`${server.url}/api/snowflake/get/x`, { headers: auth });
+  expect((await fetch(`${server.url}/api/snowflake/get/x`, { headers: auth })).status).toBe(200);
 }, 180_000);
 
 afterAll(async () => {
@@ -63,6 +63,9 @@ it(`the page at ${TAGS.toLocaleString('en-US')} tags in Chromium: no console err
   // The hostile description is text in its cell, not an element.
   expect(await browser.evaluate<number>(`document.querySelectorAll('script, img').length`)).toBe(0);
   expect(await browser.evaluate<string>(`document.querySelector('#tag-rows tbody tr td.d').textContent`)).toContain('<script>alert("x")</script>');
+  // It reloads itself without a script, and shows the worker id the snowflake request claimed.
+  expect(await browser.evaluate<string>(`document.querySelector('meta[http-equiv=refresh]').content`)).toBe('10');
+  expect(await browser.evaluate<string>(`document.querySelector('#snowflake + dl').textContent`)).toMatch(/Worker id\d+Leasevalid/);
   // Styled (the stylesheet's hash is in the CSP): a header cell is sticky.
   expect(await browser.evaluate<string>(`getComputedStyle(document.querySelector('#tag-rows th')).position`)).toBe('sticky');
 
