@@ -74,7 +74,7 @@ const STYLE = [
   'table{border-collapse:collapse;font-variant-numeric:tabular-nums}',
   'th,td{padding:.25em .6em;border-bottom:1px solid #ddd;text-align:right;vertical-align:top}',
   'th{background:#f3f3f3;position:sticky;top:0}th:first-child,td:first-child{text-align:left}',
-  'td.d{color:#555;font-size:.9em;max-width:28em;overflow-wrap:anywhere;text-align:left}.l{text-align:left}',
+  'td.d{color:#555;font-size:.9em;max-width:28em;overflow-wrap:anywhere}.d,.l{text-align:left}',
   '.bad{color:#b00020;font-weight:600}.muted{color:#777}',
   'form{margin:.4em 0}input{font:inherit;padding:.2em .4em;width:20em}',
   'nav a{margin-right:1em}dl{display:grid;grid-template-columns:max-content auto;gap:.1em 1em}dt{color:#555}dd{margin:0}',

@@ -108,6 +108,23 @@ it('headers: a CSP with no script, not cached, not framed, not sniffed, no refer
   expect(r.headers.get('x-frame-options')).toBe('DENY');
   expect(r.headers.get('referrer-policy')).toBe('no-referrer');
   expect(r.headers.get('server-timing')).toMatch(/^render;dur=\d+(\.\d)?$/);
+  // It reloads itself every 10 s unless told otherwise, with no script.
+  expect(await r.text()).toContain('<meta http-equiv="refresh" content="10">');
+  const still = await (await fetch(`${small.url}/status?refresh=0`, { headers: bearer })).text();
+  expect(still).not.toContain('http-equiv="refresh"');
+  expect(still).toContain('does not reload');
+});
+
+it('without a token the page is open, as /metrics is', async () => {
+  const open = await startServer({ knex: db.knex, host: '127.0.0.1', port: 0, logger, tags: ['order'] });
+  try {
+    expect((await fetch(`${open.url}/metrics`)).status).toBe(200);
+    const r = await fetch(`${open.url}/status`);
+    expect(r.status).toBe(200);
+    expect(rowsOf(await r.text(), 'tag-rows')).toBe(1);
+  } finally {
+    await open.close();
+  }
 });
 
 it('a description with <script>, quotes and onerror=, and a tag name with markup, render as text', async () => {
