@@ -14,17 +14,15 @@
  * rounds' ratios: on a shared 2-core VM the speed drifts within seconds, so a variant is only
  * compared with its neighbours of the same round.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { EMBEDDED_SHARED_BUFFERS } from '../src/embedded/open.js';
+import { build, PACKAGE_BIN as BIN, ROOT } from './build.js';
 import { median } from './pairs.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const BIN = path.join(ROOT, 'bin/idlease.js');
 const BARE = path.join(ROOT, 'bench/cli-bare-pglite.mjs');
 const TIME = '/usr/bin/time';
 const ROUNDS = Number(process.env.IDLEASE_BENCH_ROUNDS ?? 7);
@@ -72,16 +70,6 @@ function measure(args: string[], cwd: string, expect: RegExp, scratch: string, e
       resolve({ wallMs, cpuMs: (user + system) * 1000, rssKb });
     });
   });
-}
-
-function build(): void {
-  if (process.env.IDLEASE_BENCH_NO_BUILD === '1') return;
-  const tsc = path.join(ROOT, 'node_modules/typescript/bin/tsc');
-  const res = spawnSync(process.execPath, [tsc, '-p', 'tsconfig.build.json'], { cwd: ROOT, stdio: 'inherit' });
-  if (res.status !== 0) throw new Error('npm run build failed');
-  // The template is migrated by the code just built (src/migrations/embedded-template.ts): made again, as `npm run build` does.
-  const made = spawnSync(process.execPath, ['scripts/build-pglite-template.mjs'], { cwd: ROOT, stdio: 'inherit' });
-  if (made.status !== 0) throw new Error('scripts/build-pglite-template.mjs failed');
 }
 
 const FIVE_IDS = /^(\d+\n){5}$/;

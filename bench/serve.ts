@@ -1,27 +1,30 @@
 /**
  * `npm run bench -- serve`: `idlease serve` under autocannon (keep-alive, 64 connections)
  * against a bare node:http server returning an in-memory counter, both as separate OS
- * processes on this machine, measured alternately in the same run. Store: a temporary
- * embedded PGlite database (set IDLEASE_BENCH_URL to a server URL to lease from it).
+ * processes on this machine, measured alternately in the same run. `idlease serve` is the
+ * built package (bin/idlease.js, built first: build.ts), as `npx idlease serve` runs it — not
+ * src/ through tsx, whose per-closure naming helper cost the hot route ~3 % of its CPU.
+ * Store: a temporary embedded PGlite database (set IDLEASE_BENCH_URL to a server URL to lease
+ * from it).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { pathToFileURL } from 'node:url';
 import autocannon from 'autocannon';
+import { build, PACKAGE_BIN as BIN, ROOT } from './build.js';
 import { median, pairOnce } from './pairs.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const TSX = pathToFileURL(path.join(ROOT, 'node_modules/tsx/dist/loader.mjs')).href;
-const BIN = path.join(ROOT, 'src/cli/bin.ts');
 const SECONDS = Number(process.env.IDLEASE_BENCH_SECONDS ?? 4);
 // Pairs, order alternating, ratio = median of the pairs' ratios: on a shared 2-core VM one
 // sequential best-of-2 gave 1.44× and 0.51× in two runs minutes apart.
 const ROUNDS = Number(process.env.IDLEASE_BENCH_ROUNDS ?? 6);
 
+/** Start a server process; `args` name a .js file, or a .ts one with ['--import', TSX] first. */
 function start(args: string[]): Promise<{ url: string; child: ChildProcess }> {
-  const child = spawn(process.execPath, ['--import', TSX, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
   return new Promise((resolve, reject) => {
     let out = '';
     child.stdout!.on('data', (d: Buffer) => {
@@ -44,14 +47,15 @@ function stop(child: ChildProcess): Promise<void> {
 }
 
 export default async function run(): Promise<void> {
+  build();
   const dir = mkdtempSync(path.join(tmpdir(), 'idlease-bench-serve-'));
   const url = process.env.IDLEASE_BENCH_URL ?? `pglite:${path.join(dir, 'db')}`;
   try {
     const cli = (args: string[]) =>
-      spawnSync(process.execPath, ['--import', TSX, BIN, '--url', url, ...args], { cwd: ROOT, stdio: 'inherit' });
+      spawnSync(process.execPath, [BIN, '--url', url, ...args], { cwd: ROOT, stdio: 'inherit' });
     cli(['migrate']);
     cli(['tag', 'add', 'bench', '--step', '1000']);
-    const base = await start([path.join(ROOT, 'bench/serve-baseline.ts')]);
+    const base = await start(['--import', TSX, path.join(ROOT, 'bench/serve-baseline.ts')]);
     const ours = await start([BIN, '--url', url, 'serve', '--port', '0']);
     const idPath = `${ours.url}/api/segment/get/bench`;
     await load(base.url, 2); // warm-up: JIT and the first leases, out of the timed runs

@@ -112,13 +112,16 @@ class SegmentAllocatorImpl implements SegmentAllocator {
   }
 
   next(): Promise<bigint> {
+    const id = this.nextInMemory();
+    return id === undefined ? this.slowNext() : Promise.resolve(id);
+  }
+
+  nextInMemory(): bigint | undefined {
     const id = this.cursor;
-    if (id <= this.limit) {
-      this.cursor = id + 1n;
-      if (id >= this.preloadAt) this.preloadSoon();
-      return Promise.resolve(id);
-    }
-    return this.slowNext();
+    if (id > this.limit) return undefined;
+    this.cursor = id + 1n;
+    if (id >= this.preloadAt) this.preloadSoon();
+    return id;
   }
 
   private badBatch(n: number, method: string): Promise<never> | undefined {

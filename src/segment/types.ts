@@ -106,6 +106,12 @@ export interface SegmentAllocator {
   /** The next ID. Memory-speed except when a lease is late; never a duplicate, strictly increasing per allocator. */
   next(): Promise<bigint>;
   /**
+   * The next ID when the current segment still holds one, with no promise (a hot path that
+   * answers at once: serve's Leaf route); `undefined` when `next()` would wait for the spare
+   * segment, a lease or the end of the tag — then call `next()`. The same sequence as `next()`.
+   */
+  nextInMemory(): bigint | undefined;
+  /**
    * `n` IDs in increasing order (may span segments). 1 ≤ n ≤ maxBatch, else BAD_ARGUMENT. The one
    * exception is the tag's last batch: when fewer than `n` IDs are left below 2^63−1, it resolves
    * with those (fewer than `n`) and every call after it rejects with EXHAUSTED.

@@ -23,20 +23,29 @@ export interface ConnectionLimits {
   readonly idleTimeoutMs?: number;
 }
 
-type Job = () => void;
+/** A request waiting its turn on its connection. */
+interface Waiting {
+  readonly req: http.IncomingMessage;
+  readonly res: http.ServerResponse;
+}
 
 interface Lane {
   busy: boolean;
-  waiting: Job[];
+  waiting: Waiting[];
 }
 
 const lanes = new WeakMap<Socket, Lane>();
 
 /**
- * Runs each request's `job` in turn per connection. The job must call `done(res)` once it has
- * ended its response (the responders do).
+ * Runs `handle` for each request in turn per connection. It must call `done(res)` once it has
+ * ended its response (the responders do). One handler for every request, not a closure per
+ * request: the hot route allocates nothing here.
  */
-export function createConnectionLimiter(limits: ConnectionLimits, guard: ConnectionGuard) {
+export function createConnectionLimiter(
+  limits: ConnectionLimits,
+  guard: ConnectionGuard,
+  handle: (req: http.IncomingMessage, res: http.ServerResponse) => void,
+) {
   const maxPipelined = limits.maxPipelined ?? 32;
 
   function next(socket: Socket, lane: Lane): void {
@@ -45,14 +54,14 @@ export function createConnectionLimiter(limits: ConnectionLimits, guard: Connect
       lane.busy = false;
       return;
     }
-    const job = lane.waiting.shift();
-    if (job === undefined) {
+    const w = lane.waiting.shift();
+    if (w === undefined) {
       lane.busy = false;
       guard.idle(socket);
       return;
     }
     guard.busy(socket);
-    job();
+    handle(w.req, w.res);
   }
 
   return {
@@ -60,8 +69,8 @@ export function createConnectionLimiter(limits: ConnectionLimits, guard: Connect
       server.maxConnections = guard.backstop;
       server.timeout = limits.idleTimeoutMs ?? 30_000;
     },
-    /** Run `job` now if the connection is free, else after the responses before it are flushed. */
-    run(req: http.IncomingMessage, job: Job): void {
+    /** Handle this request now if the connection is free, else after the responses before it are flushed. */
+    run(req: http.IncomingMessage, res: http.ServerResponse): void {
       const socket = req.socket;
       let lane = lanes.get(socket);
       if (lane === undefined) {
@@ -71,7 +80,7 @@ export function createConnectionLimiter(limits: ConnectionLimits, guard: Connect
       if (!lane.busy) {
         lane.busy = true;
         guard.busy(socket);
-        job();
+        handle(req, res);
         return;
       }
       if (lane.waiting.length >= maxPipelined) {
@@ -80,7 +89,8 @@ export function createConnectionLimiter(limits: ConnectionLimits, guard: Connect
         socket.destroy();
         return;
       }
-      lane.waiting.push(job);
+      if (lane.waiting.length === 0) guard.queued(socket);
+      lane.waiting.push({ req, res });
     },
     /** The response of the running job is ended: start the next one once the socket can take it. */
     done(res: http.ServerResponse): void {

@@ -61,7 +61,7 @@ interface Conn {
   since: number;
   /** The deadline timer, left running across requests (re-armed for the rest when it fires early): no timer per request on the hot path. */
   timer: NodeJS.Timeout | undefined;
-  /** socket.bytesWritten when it was last idle (nothing in its pipeline). */
+  /** socket.bytesWritten when a request last waited in its empty pipeline (read then, not per request: the getter copies the write buffer). */
   mark: number;
   /** Bytes written since: answers to requests it pipelined, which it has not shown it reads. */
   held: number;
@@ -135,9 +135,8 @@ export function createConnectionGuard(limits: GuardLimits, registry: Registry, l
   }
 
   function unhold(c: Conn): void {
+    if (c.held === 0) return; // only a socket holding bytes is in \`holding\`
     holding.delete(c);
-    c.mark = c.socket.bytesWritten;
-    if (c.held === 0) return;
     heldBytes -= c.held;
     c.held = 0;
     held.set(heldBytes);
@@ -237,6 +236,11 @@ export function createConnectionGuard(limits: GuardLimits, registry: Registry, l
       const c = conns.get(socket);
       if (c === undefined) return;
       c.state = 'busy';
+    },
+    /** A request waits in this socket's pipeline, which was empty: what it writes from now on may be held. */
+    queued(socket: Socket): void {
+      const c = conns.get(socket);
+      if (c !== undefined && c.held === 0) c.mark = socket.bytesWritten;
     },
     /**
      * An answer was written on a socket whose pipeline is not empty: until it is (the client

@@ -3,8 +3,8 @@
  * concerns live in rooms of their own: the routes (handlers.ts) and the router (router.ts),
  * the auth check (auth.ts), the connection limiter (connections.ts), the error→HTTP mapper
  * (http-errors.ts), the send helpers and listen errors (http.ts) and what IDs come from
- * (allocators.ts); this file wires them. The hot route is one string test and one resolved
- * promise, and bench/serve.ts holds it to ≥ 0.9× a bare node:http counter server.
+ * (allocators.ts); this file wires them. The hot route is one string test and, while the
+ * segment lasts, no promise; bench/serve.ts holds it to ≥ 0.9× a bare node:http counter server.
  */
 import http from 'node:http';
 import type { Socket } from 'node:net';
@@ -121,7 +121,6 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
     log,
     addressOf: (req) => guard.addressOf(req.socket),
   });
-  const limiter = createConnectionLimiter(o, guard);
   const queue = createBatchQueue(o.maxQueuedIds ?? DEFAULT_MAX_QUEUED_IDS, guard.refused);
   const respondError = errorResponder(o.logger);
   let closing = false;
@@ -209,12 +208,11 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
   }
 
   function handle(req: http.IncomingMessage, res: http.ServerResponse): void {
-    const done = () => limiter.done(res);
     const url = req.url ?? '';
     // Liveness ahead of any work: no router, no auth, no queue.
     if (url === '/healthz' && (req.method === 'GET' || req.method === 'HEAD')) {
       sendJson(res, 200, { status: 'ok' });
-      done();
+      limiter.done(res);
       return;
     }
     // Authenticate first, on every route: the same work whatever the token, route or tag (auth.ts).
@@ -226,7 +224,7 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
       const refusal = url === '/metrics' ? UNAUTHORIZED : isStatus(url) ? STATUS_UNAUTHORIZED : undefined;
       if (refusal !== undefined) {
         respondError(req, res, refusal);
-        done();
+        limiter.done(res);
         return;
       }
     }
@@ -236,25 +234,37 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
     if (url.startsWith(LEAF_PREFIX) && req.method === 'GET' && !closing) {
       const a = auth.opens(credential) && auth.hostAllowed(req) ? tags.plainAllocators.get(url.slice(LEAF_PREFIX.length)) : undefined;
       if (a) {
+        // From memory with no promise while the segment lasts. Not for a request pipelined behind
+        // an answer node has not flushed yet (its response has no socket until then): that one
+        // takes the promise, so the limiter queues what follows it and the pipeline bounds
+        // (connections.ts, guard.ts: held bytes) count what a client that does not read holds.
+        const id = res.socket !== null ? a.nextInMemory() : undefined;
+        if (id !== undefined) {
+          sendText(res, String(id));
+          limiter.done(res);
+          return;
+        }
         a.next().then(
           (id) => {
             sendText(res, String(id));
-            done();
+            limiter.done(res);
           },
           (err: unknown) => {
             respondError(req, res, err);
-            done();
+            limiter.done(res);
           },
         );
         return;
       }
     }
+    const done = () => limiter.done(res);
     route(req, res, credential).then(done, (err: unknown) => {
       respondError(req, res, err);
       done();
     });
   }
 
+  const limiter = createConnectionLimiter(o, guard, handle);
   const server = http.createServer(
     { maxHeaderSize: 8 * 1024, requestTimeout: 30_000, headersTimeout: 10_000, keepAliveTimeout: 5_000 },
     (req, res) => {
@@ -268,7 +278,7 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
       }
       if (closing) res.setHeader('connection', 'close');
       req.resume();
-      limiter.run(req, () => handle(req, res));
+      limiter.run(req, res);
     },
   );
   limiter.apply(server);

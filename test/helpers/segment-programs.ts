@@ -1,5 +1,5 @@
 /**
- * Random programs of next() / nextBatch(n) / stats() / close() calls for segment allocators
+ * Random programs of next() / nextInMemory() / nextBatch(n) / stats() / close() calls for segment allocators
  * sharing one tag, with batch sizes chosen at call time around the buffer's edges, and a
  * checker for what every program must show. Used by the scheduler property (in-memory store)
  * and by the same programs run bare against MariaDB, PostgreSQL and PGlite.
@@ -13,7 +13,11 @@ import type { SegmentAllocator, SegmentEvent } from '../../src/segment/index.js'
 export type SizeSpec = 'remaining-1' | 'remaining' | 'remaining+1' | 'step' | '2step+3' | 'beyond-maxStep' | 'one';
 
 export type Call =
-  { readonly op: 'next' } | { readonly op: 'batch'; readonly size: SizeSpec } | { readonly op: 'stats' } | { readonly op: 'close' };
+  | { readonly op: 'next' }
+  | { readonly op: 'now' }
+  | { readonly op: 'batch'; readonly size: SizeSpec }
+  | { readonly op: 'stats' }
+  | { readonly op: 'close' };
 
 /**
  * What a caller does before its next call: nothing (awaited bare, as users write it), a few
@@ -40,7 +44,8 @@ export interface Program {
 
 const sizeArb = fc.constantFrom<SizeSpec>('remaining-1', 'remaining', 'remaining+1', 'step', '2step+3', 'beyond-maxStep', 'one');
 const callArb: fc.Arbitrary<Call> = fc.oneof(
-  { weight: 4, arbitrary: fc.constant({ op: 'next' as const }) },
+  { weight: 3, arbitrary: fc.constant({ op: 'next' as const }) },
+  { weight: 2, arbitrary: fc.constant({ op: 'now' as const }) },
   { weight: 5, arbitrary: sizeArb.map((size) => ({ op: 'batch' as const, size })) },
   { weight: 1, arbitrary: fc.constant({ op: 'stats' as const }) },
   { weight: 1, arbitrary: fc.constant({ op: 'close' as const }) },
@@ -134,6 +139,8 @@ export function startProgram(program: Program, hooks: RunHooks): RunState {
             records.push(rec);
             try {
               if (call.op === 'next') rec.ids = [await a.next()];
+              // As serve's Leaf route calls it: from memory at once, else the promise.
+              else if (call.op === 'now') rec.ids = [a.nextInMemory() ?? (await a.next())];
               else if (call.op === 'batch') {
                 const n = batchSize(call.size, a, plan, program.rowStep, hooks.cap);
                 (rec as { n: number }).n = n;
