@@ -170,7 +170,8 @@ const TAG_COLUMNS: ReadonlyArray<Column<TagRow>> = [
     head: 'Step',
     title: 'Size of the last lease (the row’s step when it differs)',
     cell: ({ stats: s }) =>
-      grouped(s.currentStep) + (s.rowStep !== undefined && s.rowStep !== s.currentStep ? ` <span class="muted">(row ${grouped(s.rowStep)})</span>` : ''),
+      grouped(s.currentStep) +
+      (s.rowStep !== undefined && s.rowStep !== s.currentStep ? ` <span class="muted">(row ${grouped(s.rowStep)})</span>` : ''),
   },
   { head: 'Rate /s', title: 'IDs per second, as measured over the last leases', cell: (r) => rate(r.stats.ratePerSecond) },
   {
@@ -242,7 +243,11 @@ function readQuery(raw: string): Query {
     const v = p.get(name);
     return v !== null && /^\d{1,9}$/.test(v) ? Math.min(Number(v), max) : fallback;
   };
-  return { q: (p.get('q') ?? '').trim().slice(0, MAX_FILTER), page: Math.max(1, int('page', 1, 1e9)), refresh: int('refresh', DEFAULT_REFRESH_S, 3_600) };
+  return {
+    q: (p.get('q') ?? '').trim().slice(0, MAX_FILTER),
+    page: Math.max(1, int('page', 1, 1e9)),
+    refresh: int('refresh', DEFAULT_REFRESH_S, 3_600),
+  };
 }
 
 function href(q: Query, page: number): string {
@@ -332,7 +337,9 @@ function pageHtml(name: string, s: Snapshot, q: Query, shown: Shown): string {
   const connections = Object.entries(s.connections)
     .map(([state, n]) => `${escapeHtml(state)} ${grouped(n)}`)
     .join(', ');
-  const server = s.server.map(([metric, series]) => `<tr><td>${escapeHtml(metric)}</td><td class="l">${escapeHtml(series)}</td></tr>`).join('\n');
+  const server = s.server
+    .map(([metric, series]) => `<tr><td>${escapeHtml(metric)}</td><td class="l">${escapeHtml(series)}</td></tr>`)
+    .join('\n');
   const redisShown = shown.redis.slice(0, STATUS_PAGE_ROWS);
   const parts = [
     '<!doctype html><html lang="en"><head><meta charset="utf-8">',

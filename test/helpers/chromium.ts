@@ -45,9 +45,13 @@ export interface BrowserPage {
  * Start Chromium with one page of `width`×`height` that answers a Basic challenge with
  * `credentials`. Throws, saying how to install it, when it is not there: a page test never skips.
  */
-export async function openPage(o: { credentials?: { username: string; password: string }; width?: number; height?: number } = {}): Promise<BrowserPage> {
+export async function openPage(
+  o: { credentials?: { username: string; password: string }; width?: number; height?: number } = {},
+): Promise<BrowserPage> {
   if (!existsSync(CHROMIUM))
-    throw new Error(`${CHROMIUM} is missing: \`npm run db:up\` installs Debian's chromium (scripts/ensure-databases.sh), or set IDLEASE_TEST_CHROMIUM.`);
+    throw new Error(
+      `${CHROMIUM} is missing: \`npm run db:up\` installs Debian's chromium (scripts/ensure-databases.sh), or set IDLEASE_TEST_CHROMIUM.`,
+    );
   const profile = mkdtempSync(join(tmpdir(), 'idlease-chromium-'));
   const child: ChildProcess = spawn(
     CHROMIUM,
@@ -128,7 +132,12 @@ export async function openPage(o: { credentials?: { username: string; password: 
   await Promise.all([page('Page.enable'), page('Runtime.enable'), page('Log.enable')]);
   // Requests pause only to let a Basic challenge be answered: the page is reached as a browser with a person at its prompt reaches it.
   await page('Fetch.enable', { handleAuthRequests: true, patterns: [{ urlPattern: '*' }] });
-  await page('Emulation.setDeviceMetricsOverride', { width: o.width ?? 1400, height: o.height ?? 1000, deviceScaleFactor: 1, mobile: false });
+  await page('Emulation.setDeviceMetricsOverride', {
+    width: o.width ?? 1400,
+    height: o.height ?? 1000,
+    deviceScaleFactor: 1,
+    mobile: false,
+  });
 
   const navigation = async (action: () => Promise<unknown>): Promise<void> => {
     const load = new Promise<void>((resolve, reject) => {

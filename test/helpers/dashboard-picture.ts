@@ -21,7 +21,13 @@ export interface GridPos {
 
 export type PictureItem =
   | { readonly type: 'row'; readonly title: string; readonly gridPos: GridPos }
-  | { readonly type: 'panel'; readonly title: string; readonly unit: string; readonly gridPos: GridPos; readonly series: readonly PanelSeries[] };
+  | {
+      readonly type: 'panel';
+      readonly title: string;
+      readonly unit: string;
+      readonly gridPos: GridPos;
+      readonly series: readonly PanelSeries[];
+    };
 
 /** Grafana's grid: 24 columns, 30 px a row unit. */
 const COLUMN = 1440 / 24;
@@ -32,9 +38,11 @@ const esc = (s: string): string => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeA
 
 function valueText(v: number, unit: string): string {
   const abs = Math.abs(v);
-  const short = (n: number) => (n >= 1e6 ? `${(n / 1e6).toFixed(1)}M` : n >= 1e3 ? `${(n / 1e3).toFixed(1)}k` : n >= 10 || n === 0 ? n.toFixed(0) : n.toFixed(2));
+  const short = (n: number) =>
+    n >= 1e6 ? `${(n / 1e6).toFixed(1)}M` : n >= 1e3 ? `${(n / 1e3).toFixed(1)}k` : n >= 10 || n === 0 ? n.toFixed(0) : n.toFixed(2);
   if (unit === 's') return abs < 1 && abs > 0 ? `${(v * 1000).toFixed(abs < 0.01 ? 2 : 0)} ms` : `${short(v)} s`;
-  if (unit === 'bytes') return abs >= 1024 * 1024 ? `${(v / 1024 / 1024).toFixed(1)} MiB` : abs >= 1024 ? `${(v / 1024).toFixed(1)} KiB` : `${v} B`;
+  if (unit === 'bytes')
+    return abs >= 1024 * 1024 ? `${(v / 1024 / 1024).toFixed(1)} MiB` : abs >= 1024 ? `${(v / 1024).toFixed(1)} KiB` : `${v} B`;
   if (unit === 'ops') return `${short(v)}/s`;
   return short(v);
 }
@@ -85,7 +93,10 @@ function panelSvg(p: Extract<PictureItem, { type: 'panel' }>, width: number, hei
       return `<rect x="${lx}" y="${ly - 8}" width="10" height="3" fill="${COLORS[i % COLORS.length]}"/><text x="${lx + 14}" y="${ly}">${esc(s.legend.slice(0, 34))}</text>`;
     })
     .join('');
-  const more = p.series.length > shown.length ? `<text x="${left + plotW}" y="${height - 4}" text-anchor="end">+${p.series.length - shown.length} more</text>` : '';
+  const more =
+    p.series.length > shown.length
+      ? `<text x="${left + plotW}" y="${height - 4}" text-anchor="end">+${p.series.length - shown.length} more</text>`
+      : '';
   return `<svg width="${width}" height="${height}">${grid}${axis}${lines}${legend}${more}</svg>`;
 }
 

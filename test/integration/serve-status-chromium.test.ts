@@ -35,7 +35,14 @@ beforeAll(async () => {
         addTag(db.knex, { tag: `t${String(i + k).padStart(4, '0')}`, description: DESCRIPTIONS[(i + k) % DESCRIPTIONS.length] }),
       ),
     );
-  server = await startServer({ knex: db.knex, host: '127.0.0.1', port: 0, logger: pino({ level: 'silent' }), token: TOKEN, maxStep: 100_000 });
+  server = await startServer({
+    knex: db.knex,
+    host: '127.0.0.1',
+    port: 0,
+    logger: pino({ level: 'silent' }),
+    token: TOKEN,
+    maxStep: 100_000,
+  });
   // Some traffic, so the first page shows ranges, rates, runways and a worker id.
   const auth = { authorization: `Bearer ${TOKEN}` };
   for (let round = 0; round < 4; round++)
@@ -59,10 +66,14 @@ it(`the page at ${TAGS.toLocaleString('en-US')} tags in Chromium: no console err
   await browser.goto(`${server.url}/status`);
   const loadMs = performance.now() - t0;
   expect(await browser.evaluate<number>(`document.querySelectorAll('#tag-rows tbody tr').length`)).toBe(100);
-  expect(await browser.evaluate<string>(`document.querySelector('#count').textContent`)).toBe(`Tags 1–100 of ${(TAGS + 1).toLocaleString('en-US')}.`);
+  expect(await browser.evaluate<string>(`document.querySelector('#count').textContent`)).toBe(
+    `Tags 1–100 of ${(TAGS + 1).toLocaleString('en-US')}.`,
+  );
   // The hostile description is text in its cell, not an element.
   expect(await browser.evaluate<number>(`document.querySelectorAll('script, img').length`)).toBe(0);
-  expect(await browser.evaluate<string>(`document.querySelector('#tag-rows tbody tr td.d').textContent`)).toContain('<script>alert("x")</script>');
+  expect(await browser.evaluate<string>(`document.querySelector('#tag-rows tbody tr td.d').textContent`)).toContain(
+    '<script>alert("x")</script>',
+  );
   // It reloads itself without a script, and shows the worker id the snowflake request claimed.
   expect(await browser.evaluate<string>(`document.querySelector('meta[http-equiv=refresh]').content`)).toBe('10');
   expect(await browser.evaluate<string>(`document.querySelector('#snowflake + dl').textContent`)).toMatch(/Worker id\d+Leasevalid/);
@@ -77,12 +88,16 @@ it(`the page at ${TAGS.toLocaleString('en-US')} tags in Chromium: no console err
 
   // The filter form, as a person uses it: type, submit, a new page from the server.
   await browser.navigation(() =>
-    browser!.evaluate(`(() => { document.querySelector('input[name=q]').value = 't4242'; document.querySelector('form').requestSubmit(); })()`),
+    browser!.evaluate(
+      `(() => { document.querySelector('input[name=q]').value = 't4242'; document.querySelector('form').requestSubmit(); })()`,
+    ),
   );
   expect(await browser.evaluate<string>('location.search')).toBe('?q=t4242');
   expect(await browser.evaluate<number>(`document.querySelectorAll('#tag-rows tbody tr').length`)).toBe(1);
   expect(await browser.evaluate<string>(`document.querySelector('#tag-rows tbody td').textContent`)).toBe('t4242');
-  console.log(`Chromium: /status at ${TAGS + 1} tags loaded in ${Math.round(loadMs)} ms; console errors: ${JSON.stringify(browser.errors)}`);
+  console.log(
+    `Chromium: /status at ${TAGS + 1} tags loaded in ${Math.round(loadMs)} ms; console errors: ${JSON.stringify(browser.errors)}`,
+  );
   expect(browser.errors).toEqual([]);
 
   // The check above can see a CSP violation: an image from elsewhere, added by DevTools, is refused and reported.

@@ -67,9 +67,12 @@ it('auth: none → 401 with a Basic challenge; a wrong password → 401, counted
   expect(wrong.status).toBe(401);
   expect(wrong.headers.get('www-authenticate')).toMatch(/^Basic realm="idlease"/);
   // /metrics is rendered at most once a second: wait for a render that has the failure.
-  await waitFor(async () => (await authFailures(small)) === before + 1, { what: 'the wrong password counted in idlease_serve_auth_failures_total' });
+  await waitFor(async () => (await authFailures(small)) === before + 1, {
+    what: 'the wrong password counted in idlease_serve_auth_failures_total',
+  });
 
-  for (const headers of [basic(TOKEN), basic(TOKEN, ''), bearer]) expect((await fetch(`${small.url}/status`, { headers })).status).toBe(200);
+  for (const headers of [basic(TOKEN), basic(TOKEN, ''), bearer])
+    expect((await fetch(`${small.url}/status`, { headers })).status).toBe(200);
 
   // The token as Basic is for the page only: a browser attaches cached Basic credentials to any request for the origin.
   expect((await fetch(`${small.url}/api/segment/get/order`, { headers: basic(TOKEN) })).status).toBe(401);
@@ -130,7 +133,9 @@ it('without a token the page is open, as /metrics is', async () => {
 it('a description with <script>, quotes and onerror=, and a tag name with markup, render as text', async () => {
   await fetch(`${small.url}/api/segment/get/order`, { headers: bearer }); // a lease: the row has ranges
   const html = await (await fetch(`${small.url}/status`, { headers: bearer })).text();
-  expect(html).toContain('&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; it&#39;s &quot;quoted&quot; &lt;img src=x onerror=alert(1)&gt;');
+  expect(html).toContain(
+    '&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; it&#39;s &quot;quoted&quot; &lt;img src=x onerror=alert(1)&gt;',
+  );
   expect(html).toContain('q&lt;i&gt;&quot;&#39;&amp;');
   expect(html).not.toMatch(/<script|<img|<i>/i);
   // The filter echoed back into the form is escaped too.
