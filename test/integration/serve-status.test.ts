@@ -9,8 +9,10 @@
 import http from 'node:http';
 import { loadavg } from 'node:os';
 import { pino } from 'pino';
+import { createClient } from 'redis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createTestDb, type TestDb } from '../helpers/db.js';
+import { startRedis } from '../helpers/redis.js';
 import { waitFor } from '../helpers/wait.js';
 import { migrate } from '../../src/migrations/migrate.js';
 import { addTag } from '../../src/segment/index.js';
@@ -213,3 +215,30 @@ it('a flood of anonymous /status is refused ahead of the router, as /metrics is;
   expect(r.status).toBe(200);
   expect(rowsOf(await r.text(), 'tag-rows')).toBe(1);
 }, 60_000);
+
+it('with --redis-url: a Redis section, one row per sequence asked for, its tag escaped, filtered with the tags', async () => {
+  const redisServer = await startRedis('none');
+  const redis = createClient({ url: `redis://127.0.0.1:${redisServer.port}` });
+  await redis.connect();
+  const s = await startServer({ knex: db.knex, host: '127.0.0.1', port: 0, logger, token: TOKEN, tags: ['order', HOSTILE_TAG], redis });
+  try {
+    expect(await (await fetch(`${s.url}/status`, { headers: bearer })).text()).not.toContain('id="redis-rows"'); // none asked for yet
+    for (const tag of ['order', HOSTILE_TAG])
+      expect((await fetch(`${s.url}/v1/redis/${encodeURIComponent(tag)}/ids?n=5`, { headers: bearer })).status).toBe(200);
+    // The snapshot is read at most once a second: wait for one that has both sequences.
+    const html = await waitFor(
+      async () => {
+        const page = await (await fetch(`${s.url}/status`, { headers: bearer })).text();
+        return rowsOf(page, 'redis-rows') === 2 ? page : undefined;
+      },
+      { what: 'the two Redis sequences on the page' },
+    );
+    expect(html).toContain('<td>q&lt;i&gt;&quot;&#39;&amp;</td>');
+    expect(html).not.toContain('<i>');
+    expect(rowsOf(await (await fetch(`${s.url}/status?q=order`, { headers: bearer })).text(), 'redis-rows')).toBe(1);
+  } finally {
+    await s.close();
+    await redis.close();
+    await redisServer.destroy();
+  }
+});
