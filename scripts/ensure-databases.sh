@@ -5,7 +5,7 @@
 # says what it did. Safe to run again: what is already in place is left alone.
 # Also fetches PostgreSQL 14, 16, 17 and 18 server binaries for `npm run test:pg-versions` (scripts/ensure-pg-versions.mjs).
 # Also installs pgbouncer, galera-4 (+ rsync for its state transfer), faketime, and etcd-server, patroni and haproxy
-# (a Patroni cluster: started by the HA tests themselves, on ports of their own), and promtool and prometheus (Debian package prometheus; the alert-rule test runs promtool, the dashboard test starts a Prometheus of its own on a free port).
+# (a Patroni cluster: started by the HA tests themselves, on ports of their own), and promtool and prometheus (Debian package prometheus; the alert-rule test runs promtool, the dashboard test starts a Prometheus of its own on a free port), and chromium (headless, for the status page's browser test).
 # Skip the servers by setting IDLEASE_TEST_MYSQL_URL and IDLEASE_TEST_PG_URL.
 set -euo pipefail
 
@@ -102,6 +102,8 @@ ensure_tools() {
   [ -e /usr/include/stdlib.h ] || missing+=(libc6-dev)
   command -v openssl >/dev/null || missing+=(openssl) # the TLS tests make their certificates (test/helpers/tls.ts)
   [ -x /usr/bin/time ] || missing+=(time) # GNU time: peak RSS of a first embedded run (cli-embedded-template.test.ts, bench cli)
+  # Headless Chromium for the page tests (serve-status-chromium.test.ts: /status's console errors, CSP, the screenshot of docs/images).
+  [ -x /usr/bin/chromium ] || missing+=(chromium)
   local ha=()
   command -v etcd >/dev/null || ha+=(etcd-server)
   command -v patroni >/dev/null || ha+=(patroni)
@@ -118,7 +120,7 @@ ensure_tools() {
     apt_install --no-install-recommends prometheus
     if command -v systemctl >/dev/null; then sudo_ systemctl disable --now prometheus >/dev/null 2>&1 || true; fi
   fi
-  say "tools: pgbouncer, galera-4, rsync, faketime, redis-server, promtool, prometheus, ip, nft, cc, openssl, time, etcd, patroni, haproxy present"
+  say "tools: pgbouncer, galera-4, rsync, faketime, redis-server, promtool, prometheus, ip, nft, cc, openssl, time, chromium, etcd, patroni, haproxy present"
 }
 
 # PostgreSQL 14, 16, 17 and 18 beside the Debian 15 above, for `npm run test:pg-versions`: server

@@ -180,6 +180,9 @@ class SegmentAllocatorImpl implements SegmentAllocator {
       currentStep: this.currentStep,
       rowStep: this.rule.rowStep,
       remaining,
+      // What the status page shows per tag (serve/status.ts): the ranges this process holds.
+      current: this.curEnd >= this.curStart ? { start: this.curStart, end: this.curEnd, cursor: this.cursor } : undefined,
+      preloaded: this.spare && !this.closing ? { start: this.spare.start, end: this.spare.end } : undefined,
       leaseInFlight: this.leasing,
       lastLeaseAt: this.lastLeaseAt,
       lastLeaseMs: this.lastLeaseMs,

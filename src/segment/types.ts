@@ -36,6 +36,10 @@ export interface SegmentStats {
   readonly rowStep: number | undefined;
   /** IDs in memory (current segment + preloaded one). */
   readonly remaining: bigint;
+  /** The segment IDs come from now (`cursor`: the next one it gives); undefined before the first lease. */
+  readonly current: { readonly start: bigint; readonly end: bigint; readonly cursor: bigint } | undefined;
+  /** The segment preloaded behind it; undefined while none is ready. */
+  readonly preloaded: IdRange | undefined;
   /** Whether a lease is running now. */
   readonly leaseInFlight: boolean;
   /** Epoch ms of the last successful lease. */

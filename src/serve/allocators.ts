@@ -32,6 +32,8 @@ export class ServeAllocators {
   readonly sequences = new Map<string, RedisSequence>();
   // Created at the first snowflake request, so a server without idlease_workers still serves segments.
   private snowflake: Promise<SnowflakeAllocator> | undefined;
+  /** The snowflake allocator once its first claim succeeded (the status page reads its stats). */
+  snowflakeAllocator: SnowflakeAllocator | undefined;
 
   constructor(private readonly o: ServeAllocatorsOptions) {
     this.tags = new ServedTags({
@@ -88,6 +90,7 @@ export class ServeAllocators {
     this.snowflake = first.then(
       () => {
         collectMetrics(this.o.registry, a);
+        this.snowflakeAllocator = a;
         return a;
       },
       async (err: unknown) => {

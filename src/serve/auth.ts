@@ -6,6 +6,9 @@
  * Creating a tag over HTTP takes that run secret, or the token on a server started with
  * `--allow-create`. Tokens are compared in constant time, as digests.
  *
+ * The status page (/status) takes the token too, also as HTTP Basic's password, so a browser can
+ * open it without the token in a URL (docs/serve.md); Basic opens nothing else.
+ *
  * /metrics takes the token too whenever one is set (Prometheus sends `authorization`); only the
  * health endpoints stay open, and they tell nobody whether a token is right: /healthz answers the
  * same to all, /readyz's fuller body (database, tags) goes to the right token and a wrong one there
@@ -37,10 +40,13 @@ import { Counter, type Registry } from 'prom-client';
 import { IdleaseError } from '../errors.js';
 import { HttpError } from './http-errors.js';
 
-export type Access = 'open' | 'token' | 'metrics';
+export type Access = 'open' | 'token' | 'metrics' | 'status';
 
-/** What a request's Authorization says: the operator's token, this run's secret, nothing, or something wrong. */
-export type Credential = 'token' | 'run' | 'none' | 'wrong';
+/**
+ * What a request's Authorization says: the operator's token, this run's secret, the token sent as
+ * HTTP Basic's password (`basic`: opens the status page only), nothing, or something wrong.
+ */
+export type Credential = 'token' | 'run' | 'basic' | 'none' | 'wrong';
 
 export interface AuthOptions {
   readonly token?: string;
@@ -99,6 +105,30 @@ export const UNAUTHORIZED = new HttpError(
   'UNAUTHORIZED',
   'Send Authorization: Bearer <token> (the token the server was started with).',
 );
+
+/**
+ * The status page's refusal: the same 401, with the challenge that makes a browser ask for a
+ * password (the token). Only /status sends it: a prompt on /api would invite a browser to cache
+ * the token and attach it to requests other sites' pages make.
+ */
+export const STATUS_UNAUTHORIZED = new HttpError(
+  401,
+  'UNAUTHORIZED',
+  'The status page takes the token: as the password of HTTP Basic (any user name) in a browser, or Authorization: Bearer <token>.',
+  { 'www-authenticate': 'Basic realm="idlease", charset="UTF-8"' },
+);
+
+/** Whether an Authorization header is HTTP Basic, the scheme in any case. */
+function isBasic(h: string | undefined): h is string {
+  return typeof h === 'string' && h.length > 6 && h[5] === ' ' && h.slice(0, 5).toLowerCase() === 'basic';
+}
+
+/** The password of `Authorization: Basic base64(user:password)`; the user name is not looked at. */
+function basicPasswordOf(h: string): string | undefined {
+  const decoded = Buffer.from(h.slice(6).trim(), 'base64').toString('utf8');
+  const colon = decoded.indexOf(':');
+  return colon < 0 ? undefined : decoded.slice(colon + 1);
+}
 
 /** The credentials of `Authorization: Bearer <token>`, the scheme in any case. */
 function bearerOf(req: http.IncomingMessage): string | undefined {
@@ -211,7 +241,14 @@ export function createAuth(o: AuthOptions): Auth {
 
   function credentialOf(req: http.IncomingMessage): Credential {
     const given = bearerOf(req);
-    if (given === undefined) return req.headers.authorization === undefined ? 'none' : 'wrong';
+    if (given === undefined) {
+      const h = req.headers.authorization;
+      if (h === undefined) return 'none';
+      const password = isBasic(h) ? basicPasswordOf(h) : undefined;
+      // Basic carries the operator's token only (the CLI presents the run secret as a bearer).
+      // The compare runs even with no token set, so a right and a wrong password take the same time.
+      return password !== undefined && timingSafeEqual(digest(password), token ?? absent) && token !== undefined ? 'basic' : 'wrong';
+    }
     const d = digest(given);
     // Both compares always run: which secret matched (or that none did) takes the same time.
     const isToken = timingSafeEqual(d, token ?? absent) && token !== undefined;
@@ -221,8 +258,8 @@ export function createAuth(o: AuthOptions): Auth {
 
   const opens = (c: Credential) => !required || c === 'token' || c === 'run';
 
-  /** Count a wrong token against its client key and all keys; throw 429 past either limit, else 401. */
-  function refuseWrong(req: http.IncomingMessage): never {
+  /** Count a wrong token against its client key and all keys; throw 429 past either limit, else `refusal` (401). */
+  function refuseWrong(req: http.IncomingMessage, refusal: HttpError = UNAUTHORIZED): never {
     const key = clientKey(addressOf(req), req.headers['x-forwarded-for'], proxies);
     const now = Date.now();
     const f = failuresOf(key);
@@ -251,7 +288,7 @@ export function createAuth(o: AuthOptions): Auth {
     }
     failuresCounter?.inc({ result: 'unauthorized' });
     o.log?.('auth-failed', { client: key, inWindow: f.count }, `a request from ${key} carried a wrong token`);
-    throw UNAUTHORIZED;
+    throw refusal;
   }
 
   return {
@@ -272,7 +309,10 @@ export function createAuth(o: AuthOptions): Auth {
           'MISDIRECTED',
           'This server does not answer for that Host (the listen address, loopback names and --allowed-hosts).',
         );
-      if (req.method === 'POST' && req.headers.authorization === undefined && req.headers['x-idlease'] === undefined)
+      // Basic does not count: a browser attaches the credentials it cached for the status page
+      // to any request for this origin, cross-site form posts included.
+      const authorization = req.headers.authorization;
+      if (req.method === 'POST' && (authorization === undefined || isBasic(authorization)) && req.headers['x-idlease'] === undefined)
         throw new HttpError(
           403,
           'FORBIDDEN',
@@ -280,6 +320,12 @@ export function createAuth(o: AuthOptions): Auth {
         );
       // /metrics is the 'metrics' access: the token whenever one is set (tag names, rates and a render's cost are not for anyone).
       if (access === 'open' || opens(credential)) return;
+      // The status page also opens to the token sent as Basic's password; nothing else does.
+      if (access === 'status') {
+        if (credential === 'basic') return;
+        if (credential === 'wrong') refuseWrong(req, STATUS_UNAUTHORIZED);
+        throw STATUS_UNAUTHORIZED;
+      }
       if (credential === 'wrong') refuseWrong(req);
       throw UNAUTHORIZED;
     },

@@ -300,6 +300,12 @@ export function createConnectionGuard(limits: GuardLimits, registry: Registry, l
     get size(): number {
       return conns.size;
     },
+    /** Open connections by state, for the status page: one pass, when a page is made, none per request. */
+    byState(): Record<State, number> {
+      const n = { fresh: 0, busy: 0, idle: 0, stalled: 0 };
+      for (const c of conns.values()) n[c.state]++;
+      return n;
+    },
     /** Node's own cap: a backstop far above ours (refused sockets live until their 503 is flushed). */
     backstop: maxConnections * 2 + 256,
   };

@@ -9,6 +9,7 @@
  *   GET  /api/redis/get/{tag}             with a Redis client: the next ID of the tag's Redis sequence (one order across servers)
  *   GET  /v1/redis/{tag}/ids?n=N          the same, a batch
  *   GET  /metrics  /healthz  /readyz      (HEAD too)
+ *   GET  /status?q=…&page=N               the status page (HTML; the token as a bearer or as HTTP Basic's password)
  */
 import { typedConnectionError } from '../dialects/connection-errors.js';
 import { IdleaseError, isIdleaseError } from '../errors.js';
@@ -17,6 +18,7 @@ import { shellWord } from '../shell.js';
 import type { ServeAllocators } from './allocators.js';
 import type { Auth } from './auth.js';
 import { HttpError } from './http-errors.js';
+import { STATUS_HEADERS } from './status.js';
 import { sendIdRanges, sendIds, sendJson, sendText } from './http.js';
 import { intParam, queryParam, type Route, type RouteContext } from './router.js';
 
@@ -33,6 +35,8 @@ export interface HandlerDeps {
   readiness(full: boolean): Promise<{ status: number; body: unknown }>;
   /** /metrics's body and content type. */
   metrics(): Promise<{ body: Buffer; contentType: string }>;
+  /** /status's page for a query string, and the ms it took (status.ts). */
+  status(query: string): Promise<{ body: Buffer; ms: number }>;
 }
 
 type Handler = (d: HandlerDeps, ctx: RouteContext) => Promise<void>;
@@ -115,6 +119,13 @@ const metrics: Handler = async (d, { res }) => {
   res.end(body);
 };
 
+const status: Handler = async (d, { res, query }) => {
+  const { body, ms } = await d.status(query);
+  // Server-Timing: the browser's network panel (and the tests) see what the page cost the server.
+  res.writeHead(200, { ...STATUS_HEADERS, 'server-timing': `render;dur=${ms.toFixed(1)}`, 'content-length': body.length });
+  res.end(body);
+};
+
 type Row = Omit<Route, 'handle'> & { readonly handler: Handler };
 
 const ROUTES: readonly Row[] = [
@@ -127,6 +138,7 @@ const ROUTES: readonly Row[] = [
   { method: 'GET', path: '/healthz', access: 'open', head: true, handler: healthz },
   { method: 'GET', path: '/readyz', access: 'open', head: true, handler: readyz },
   { method: 'GET', path: '/metrics', access: 'metrics', head: true, handler: metrics },
+  { method: 'GET', path: '/status', access: 'status', handler: status },
 ];
 
 /** The route table bound to this server's parts. */

@@ -21,7 +21,7 @@ import { createKnexSegmentStore } from '../segment/store.js';
 import type { SegmentAllocator } from '../segment/types.js';
 import { shellWord } from '../shell.js';
 import { ServeAllocators } from './allocators.js';
-import { createAuth, UNAUTHORIZED, type Credential } from './auth.js';
+import { createAuth, STATUS_UNAUTHORIZED, UNAUTHORIZED, type Credential } from './auth.js';
 import { createBatchQueue, DEFAULT_MAX_QUEUED_IDS } from './batch-queue.js';
 import { createConnectionLimiter } from './connections.js';
 import { createConnectionGuard, rateLimitedLog } from './guard.js';
@@ -30,6 +30,7 @@ import { errorResponder, HttpError } from './http-errors.js';
 import { createProber } from './probe.js';
 import { answerClientError, listen, sendJson, sendText, urlOf } from './http.js';
 import { RouteTable } from './router.js';
+import { createStatusPage } from './status.js';
 
 export interface ServeOptions {
   readonly knex: KnexLike;
@@ -163,6 +164,15 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
     return renderMetrics(registry);
   });
 
+  let listenUrl = `${o.host}:${o.port}`; // the port once listening (0 picks one)
+  const statusPage = createStatusPage({
+    allocators,
+    registry,
+    connections: () => guard.byState(),
+    queuedIds: () => queue.queuedIds,
+    name: () => listenUrl,
+  });
+
   const table = new RouteTable(
     routes({
       allocators,
@@ -174,6 +184,7 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
       turn: (req, ids) => queue.turn(guard.addressOf(req.socket), ids, !guard.mayAnswerBatch(req.socket)),
       readiness,
       metrics: async () => ({ body: await metricsText.get(), contentType: registry.contentType }),
+      status: (query) => statusPage.render(query),
     }),
   );
 
@@ -208,16 +219,14 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
     const credential = auth.credentialOf(req);
     // An anonymous scrape of /metrics is refused here, ahead of the router and of any promise:
     // 16 such scrapers flooding it took an operator's own scrape at 5,000 tags from 59 to 264 ms.
-    if (
-      credential === 'none' &&
-      auth.required &&
-      url === '/metrics' &&
-      (req.method === 'GET' || req.method === 'HEAD') &&
-      auth.hostAllowed(req)
-    ) {
-      respondError(req, res, UNAUTHORIZED);
-      limiter.done(res);
-      return;
+    // An anonymous /status likewise (with the challenge that makes a browser ask for the token).
+    if (credential === 'none' && auth.required && (req.method === 'GET' || req.method === 'HEAD') && auth.hostAllowed(req)) {
+      const refusal = url === '/metrics' ? UNAUTHORIZED : isStatus(url) ? STATUS_UNAUTHORIZED : undefined;
+      if (refusal !== undefined) {
+        respondError(req, res, refusal);
+        limiter.done(res);
+        return;
+      }
     }
     // The hot route without the router: a served tag spelled plainly, no query string. The tag is
     // looked up only once the token has opened the route, so a wrong token cannot time which tags exist.
@@ -276,9 +285,10 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
   server.prependListener('connection', (socket: Socket) => guard.admit(socket));
   server.on('clientError', (err: NodeJS.ErrnoException, socket) => answerClientError(err, socket));
   await listen(server, o.host, o.port);
+  listenUrl = urlOf(server);
 
   return {
-    url: urlOf(server),
+    url: listenUrl,
     allocators: tags.allocators,
     async close(timeoutMs = 10_000) {
       closing = true;
@@ -291,6 +301,9 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
     },
   };
 }
+
+/** /status with or without a query string. */
+const isStatus = (url: string): boolean => url.startsWith('/status') && (url.length === 7 || url[7] === '?');
 
 const LOOPBACK_NAMES = ['localhost', '127.0.0.1', '::1'];
 

@@ -44,6 +44,8 @@ export class ServedTags {
    */
   readonly plainAllocators = new Map<string, SegmentAllocator>();
   readonly countRemoteLease: (tag: string, ids: number) => void;
+  /** Each served tag's description as the last read of the tag list found it (the status page shows it). */
+  readonly descriptions = new Map<string, string>();
   private known = new Set<string>();
   /**
    * Tags this server is creating or created (?create=1): counted against --max-tags from the
@@ -71,6 +73,7 @@ export class ServedTags {
       try {
         const rows = await listTags(this.o.knex, { table: this.o.table, schema: this.o.schema });
         this.known = new Set([...rows.map((r) => r.tag).filter((t) => this.served(t)), ...this.created]);
+        for (const r of rows) if (this.known.has(r.tag)) this.descriptions.set(r.tag, r.description);
         this.knownAt = Date.now();
         if (!this.closing) for (const tag of this.known) this.allocatorOf(tag);
       } finally {

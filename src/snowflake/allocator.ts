@@ -437,6 +437,7 @@ class SnowflakeAllocatorImpl implements SnowflakeAllocator {
       timeouts: this.timeouts,
       fenced: lease !== undefined && clock.monoMs() < lease.fenceUntil && clock.monoMs() >= lease.issueFrom,
       leadMs: Math.max(0, lastMs - clock.wallMs()),
+      leaseLeftMs: lease === undefined ? 0 : Math.max(0, lease.fenceUntil - clock.monoMs()),
     });
   }
 

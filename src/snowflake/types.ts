@@ -45,6 +45,8 @@ export interface SnowflakeStats {
   readonly fenced: boolean;
   /** How far the last issued time is ahead of the wall clock, ms (0 when not ahead). */
   readonly leadMs: number;
+  /** How long the worker-id lease stays valid without another renewal, ms (0 with none held). */
+  readonly leaseLeftMs: number;
 }
 
 export interface SnowflakeAllocator {

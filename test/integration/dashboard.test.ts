@@ -7,7 +7,7 @@
  * data. A panel whose metric name or labels drifted from what the package exports fails here.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -23,6 +23,8 @@ import { addTag, createSegmentAllocator } from '../../src/segment/index.js';
 import { createSnowflakeAllocator } from '../../src/snowflake/index.js';
 import { createTicketAllocator } from '../../src/ticket/index.js';
 import { extractBlocks } from '../docs/extract.js';
+import { openPage } from '../helpers/chromium.js';
+import { dashboardPictureHtml, type GridPos, type PictureItem } from '../helpers/dashboard-picture.js';
 import { REPO_ROOT, runCli } from '../helpers/cli.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { startRedis, type RedisServer } from '../helpers/redis.js';
@@ -171,6 +173,68 @@ describe('the Grafana dashboard against a live Prometheus', () => {
     }
     expect(empty, `panels with no data:\n${empty.join('\n')}`).toEqual([]);
   }, 90_000);
+
+  it('a picture of the dashboard: each panel of its JSON drawn from what Prometheus answers to its query over time', async () => {
+    const end = Math.floor(Date.now() / 1000);
+    const start = end - 45;
+    const range = async (expr: string) => {
+      const url = `${promUrl}/api/v1/query_range?query=${encodeURIComponent(expr)}&start=${start}&end=${end}&step=1`;
+      const body = (await (await fetch(url)).json()) as {
+        status: string;
+        error?: string;
+        data?: { result: Array<{ metric: Record<string, string>; values: Array<[number, string]> }> };
+      };
+      if (body.status !== 'success') throw new Error(`${expr}: ${body.error}`);
+      return body.data!.result;
+    };
+    interface Panel {
+      type: string;
+      title: string;
+      gridPos: GridPos;
+      fieldConfig?: { defaults: { unit: string } };
+      targets?: Array<{ expr: string; legendFormat: string }>;
+    }
+    const items: PictureItem[] = [];
+    for (const p of grafanaDashboard().panels as Panel[]) {
+      if (p.type === 'row') {
+        items.push({ type: 'row', title: p.title, gridPos: p.gridPos });
+        continue;
+      }
+      const { expr, legendFormat } = p.targets![0]!;
+      const result = await range(expr.replaceAll('$__rate_interval', '10s'));
+      items.push({
+        type: 'panel',
+        title: p.title,
+        unit: p.fieldConfig!.defaults.unit,
+        gridPos: p.gridPos,
+        series: result.map((r) => ({
+          legend: legendFormat.replace(/\{\{\s*(\w+)\s*\}\}/g, (_m, label: string) => r.metric[label] ?? ''),
+          points: r.values.map(([t, v]) => [t, Number(v)] as const),
+        })),
+      });
+    }
+    const html = dashboardPictureHtml(
+      'idlease — Grafana dashboard (idlease dashboard), drawn from Prometheus',
+      'Every panel of the dashboard JSON at its place, its lines from Prometheus query_range over 45 s of this test (a serve and a library app scraped every second): a drawing of the same queries, not a Grafana screenshot.',
+      items,
+    );
+    // Every panel drew something: lines, or the note that all its series are +Inf (a runway before a rate is known).
+    expect(html.match(/class="panel"/g)?.length).toBe(dashboardQueries().length);
+    expect(html).not.toContain('>no data<');
+    mkdirSync('test-results', { recursive: true });
+    writeFileSync('test-results/dashboard.html', html);
+    // The picture in the docs is made on request (a browser, which CI's dashboard job need not have): IDLEASE_UPDATE_SCREENSHOT=1.
+    if (process.env.IDLEASE_UPDATE_SCREENSHOT === '1') {
+      const bottom = Math.max(...items.map((i) => i.gridPos.y + i.gridPos.h));
+      const page = await openPage({ width: 1460, height: bottom * 30 + 80 });
+      try {
+        await page.goto(`file://${path.resolve('test-results/dashboard.html')}`);
+        writeFileSync('docs/images/dashboard.png', await page.screenshot());
+      } finally {
+        await page.close();
+      }
+    }
+  }, 60_000);
 
   it('`idlease dashboard` prints the same dashboard, importable: every panel names the Prometheus data source input', async () => {
     const res = await runCli(['dashboard']);

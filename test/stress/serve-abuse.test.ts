@@ -238,7 +238,7 @@ it('a wrong token takes as long on a tag that exists as on one that does not (th
   }
 }, 120_000);
 
-it('an anonymous /metrics is refused at the cost of a /healthz answer (within 1.3×): a flood of them takes no more from the server than health checks', async () => {
+it('an anonymous /metrics or /status is refused at the cost of a /healthz answer (within 1.3×): a flood of them takes no more from the server than health checks', async () => {
   const token = 'abuse-test-token-0123456789abcdef';
   const guarded = await startServe(db.url, [], { IDLEASE_TOKEN: token });
   try {
@@ -257,20 +257,26 @@ it('an anonymous /metrics is refused at the cost of a /healthz answer (within 1.
     };
     await chunk('/healthz', 200, 5_000);
     await chunk('/metrics', 401, 5_000); // warm-up
-    // Alternating chunks, so both see the same machine.
+    await chunk('/status?q=ord', 401, 5_000);
+    // Alternating chunks, so all see the same machine.
     let health = 0;
     let refused = 0;
+    let statusRefused = 0;
     for (let j = 0; j < 4; j++) {
       health += await chunk('/healthz', 200, 10_000);
       refused += await chunk('/metrics', 401, 10_000);
+      statusRefused += await chunk('/status?q=ord', 401, 10_000);
     }
     for (const a of agents) a.destroy();
     console.log(
-      `server CPU ticks for 40,000 answers: /healthz ${health}, anonymous /metrics refused ${refused}: ${(refused / health).toFixed(2)}×`,
+      `server CPU ticks for 40,000 answers: /healthz ${health}, anonymous /metrics refused ${refused}: ${(refused / health).toFixed(2)}×, ` +
+        `anonymous /status refused ${statusRefused}: ${(statusRefused / health).toFixed(2)}×`,
     );
-    // The operator's own scrape still answers.
+    // The operator's own scrape and page still answer.
     expect((await fetch(`${guarded.url}/metrics`, { headers: { authorization: `Bearer ${token}` } })).status).toBe(200);
+    expect((await fetch(`${guarded.url}/status`, { headers: { authorization: `Bearer ${token}` } })).status).toBe(200);
     expect(refused / health).toBeLessThanOrEqual(1.3);
+    expect(statusRefused / health).toBeLessThanOrEqual(1.3);
   } finally {
     await guarded.stop();
   }
