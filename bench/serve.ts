@@ -51,8 +51,7 @@ export default async function run(): Promise<void> {
   const dir = mkdtempSync(path.join(tmpdir(), 'idlease-bench-serve-'));
   const url = process.env.IDLEASE_BENCH_URL ?? `pglite:${path.join(dir, 'db')}`;
   try {
-    const cli = (args: string[]) =>
-      spawnSync(process.execPath, [BIN, '--url', url, ...args], { cwd: ROOT, stdio: 'inherit' });
+    const cli = (args: string[]) => spawnSync(process.execPath, [BIN, '--url', url, ...args], { cwd: ROOT, stdio: 'inherit' });
     cli(['migrate']);
     cli(['tag', 'add', 'bench', '--step', '1000']);
     const base = await start(['--import', TSX, path.join(ROOT, 'bench/serve-baseline.ts')]);
