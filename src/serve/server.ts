@@ -220,9 +220,9 @@ export async function startServer(o: ServeOptions): Promise<IdServer> {
     // An anonymous scrape of /metrics is refused here, ahead of the router and of any promise:
     // 16 such scrapers flooding it took an operator's own scrape at 5,000 tags from 59 to 264 ms.
     // An anonymous /status likewise (with the challenge that makes a browser ask for the token).
-    if (credential === 'none' && auth.required && (req.method === 'GET' || req.method === 'HEAD') && auth.hostAllowed(req)) {
+    if (credential === 'none' && auth.required && (req.method === 'GET' || req.method === 'HEAD')) {
       const refusal = url === '/metrics' ? UNAUTHORIZED : isStatus(url) ? STATUS_UNAUTHORIZED : undefined;
-      if (refusal !== undefined) {
+      if (refusal !== undefined && auth.hostAllowed(req)) {
         respondError(req, res, refusal);
         limiter.done(res);
         return;
