@@ -7,7 +7,7 @@ import { embeddedKnexConfig, type EmbeddedConnection } from './embedded/client.j
 import { DEFAULT_LOCK_TIMEOUT_MS } from './embedded/lock.js';
 import { tlsFallbackFor, withTlsFallback } from './drivers/tls-fallback.js';
 import { IdleaseError } from './errors.js';
-import { DEFAULT_PGLITE_DIR, pgliteTarget, readDatabaseUrl, redact } from './urls.js';
+import { DEFAULT_PGLITE_DIR, pgliteTarget, readDatabaseUrl, redact, type ServerProtocol } from './urls.js';
 
 export { DEFAULT_PGLITE_DIR, pgliteTarget, redact };
 
@@ -131,10 +131,16 @@ function driverConfig(url: string | undefined, options: ConnectOptions): Knex.Co
     );
   }
   const target = readDatabaseUrl(url);
-  if (target.kind === 'pglite') return embeddedConfig({ dir: target.dir, lockTimeoutMs: options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS });
+  if (target.kind === 'embedded') return embeddedConfig({ dir: target.dir, lockTimeoutMs: options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS });
   const extras = { poolMax, keepAliveMs, connectTimeoutMs: options.connectTimeoutMs };
-  return target.kind === 'mysql' ? mysqlConfig(target.url, extras) : postgresConfig(target.url, extras);
+  return CONFIG_OF[target.protocol.driver](target.url, extras);
 }
+
+/** The knex config per driver a server URL's protocol names. */
+const CONFIG_OF: Readonly<Record<ServerProtocol['driver'], (url: string, extras: DriverExtras) => Knex.Config>> = {
+  mysql2: (url, extras) => mysqlConfig(url, extras),
+  pg: (url, extras) => postgresConfig(url, extras),
+};
 
 interface DriverExtras {
   readonly poolMax: number;
@@ -353,11 +359,16 @@ const classes = new Map<string, KnexClientClass>();
  * opens each one from `this.connectionSettings`, read synchronously when the attempt starts, so
  * the second attempt swaps in the fallback settings for exactly that call.
  */
+const KNEX_CLIENT_FILE: Readonly<Record<ServerProtocol['driver'], string>> = {
+  pg: './lib/dialects/postgres/index.js',
+  mysql2: './lib/dialects/mysql2/index.js',
+};
+
 export function tlsFallbackClient(dialect: 'pg' | 'mysql2'): typeof Knex.Client {
   let cls = classes.get(dialect);
   if (cls === undefined) {
     const req = createRequire(createRequire(import.meta.url).resolve('knex'));
-    const Base = req(dialect === 'pg' ? './lib/dialects/postgres/index.js' : './lib/dialects/mysql2/index.js') as KnexClientClass;
+    const Base = req(KNEX_CLIENT_FILE[dialect]) as KnexClientClass;
     cls = class extends Base {
       override async acquireRawConnection(): Promise<unknown> {
         const settings = this.connectionSettings;
