@@ -31,13 +31,20 @@ export function knexExecutor(knex: KnexLike): SqlExecutor {
   return servedBy(on(knex, knexFlavor(knex), (knex as { isTransaction?: unknown }).isTransaction === true));
 }
 
+/** Marks a knex config with the handle its server's engine is kept under (engine.ts). */
+const HANDLE = Symbol('idlease handle');
+
 /**
- * The handle a knex instance's engine is kept under: its config, which a knex transaction's client
- * shares with the instance's (knex makes a new client object per transaction).
+ * The handle a knex instance's engine is kept under. knex makes new client objects for a
+ * transaction (sharing the config) and for its migrator (copying the config's own properties into
+ * a new object, `withUserParams`): an enumerable symbol on the config travels with both, so every
+ * face of one knex instance asks the server once between them.
  */
 function handleOf(knex: KnexLike): object {
-  const client = knex.client as { config?: unknown };
-  return typeof client.config === 'object' && client.config !== null ? client.config : (knex.client as object);
+  const config = (knex.client as { config?: Record<symbol, unknown> }).config;
+  if (typeof config !== 'object' || config === null || (!(HANDLE in config) && !Object.isExtensible(config))) return knex.client as object;
+  if (typeof config[HANDLE] !== 'object') Object.defineProperty(config, HANDLE, { value: {}, enumerable: true });
+  return config[HANDLE] as object;
 }
 
 function on(knex: KnexLike, flavor: Flavor, inTransaction: boolean): SqlExecutor {
