@@ -15,6 +15,7 @@
 import { IdleaseError } from '../errors.js';
 import { DEFAULT_SCHEMA, quoteIdent, type Flavor } from './detect.js';
 import { perDialect, type PerDialect } from './flavor.js';
+import { instanceExpression, leaseInstanceExpression } from './instance.js';
 import { untestedServer } from './server-kind.js';
 import type { SqlExecutor, SqlResult, SqlValue } from './sql.js';
 
@@ -57,6 +58,12 @@ export interface Engine {
   readonly embedded: boolean;
   /** An already-validated identifier quoted for this engine. */
   readonly quote: (ident: string) => string;
+  /**
+   * Which instance a statement runs on, as SQL the server evaluates (instance.ts): `instance` the
+   * full identity snowflake claims compare, `leaseInstance` the hot-path one leases and draws write.
+   */
+  readonly instance: string;
+  readonly leaseInstance: string;
 }
 
 const MARIADB: Engine = Object.freeze({
@@ -73,6 +80,8 @@ const MARIADB: Engine = Object.freeze({
   supportsAddColumnIfNotExists: true,
   embedded: false,
   quote: (ident: string) => quoteIdent('mysql', ident),
+  instance: instanceExpression('mysql'),
+  leaseInstance: leaseInstanceExpression('mysql'),
 } as const);
 
 const POSTGRESQL: Engine = Object.freeze({
@@ -89,6 +98,8 @@ const POSTGRESQL: Engine = Object.freeze({
   supportsAddColumnIfNotExists: true,
   embedded: false,
   quote: (ident: string) => quoteIdent('postgres', ident),
+  instance: instanceExpression('postgres'),
+  leaseInstance: leaseInstanceExpression('postgres'),
 } as const);
 
 const PGLITE: Engine = Object.freeze({
