@@ -131,7 +131,8 @@ function driverConfig(url: string | undefined, options: ConnectOptions): Knex.Co
     );
   }
   const target = readDatabaseUrl(url);
-  if (target.kind === 'embedded') return embeddedConfig({ dir: target.dir, lockTimeoutMs: options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS });
+  if (target.kind === 'embedded')
+    return embeddedConfig({ dir: target.dir, lockTimeoutMs: options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS });
   const extras = { poolMax, keepAliveMs, connectTimeoutMs: options.connectTimeoutMs };
   return CONFIG_OF[target.protocol.driver](target.url, extras);
 }

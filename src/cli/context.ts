@@ -339,10 +339,10 @@ const WRONG_SERVER = Symbol('wrong server');
 
 function mysqlAddress(url: string): { host: string; port: number } | undefined {
   try {
-    const protocol = serverProtocol(url);
-    if (!protocol?.serverSpeaksFirst) return undefined;
-    const u = new URL(url);
-    return { host: u.hostname || '127.0.0.1', port: u.port ? Number(u.port) : protocol.defaultPort };
+    const target = readDatabaseUrl(url);
+    if (target.kind !== 'server' || !target.protocol.serverSpeaksFirst) return undefined;
+    const u = target.parsed;
+    return { host: u.hostname || '127.0.0.1', port: u.port ? Number(u.port) : target.protocol.defaultPort };
   } catch {
     return undefined;
   }

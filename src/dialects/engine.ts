@@ -215,5 +215,7 @@ export function servedBy(raw: SqlExecutor): SqlExecutor {
 
 /** A transaction's executor answers for the handle it came from. */
 function withHandle(tx: SqlExecutor, handle: object): SqlExecutor {
-  return tx.handle === handle ? tx : Object.freeze({ flavor: tx.flavor, handle, run: tx.run.bind(tx), transaction: tx.transaction.bind(tx) });
+  return tx.handle === handle
+    ? tx
+    : Object.freeze({ flavor: tx.flavor, handle, run: tx.run.bind(tx), transaction: tx.transaction.bind(tx) });
 }

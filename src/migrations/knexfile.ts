@@ -25,7 +25,13 @@ export function knexFileMigration(options: Omit<MigrateOptions, 'direction' | 'l
     // `knex migrate:down/rollback` is how its user says dropState. next_id() as a ticker needs
     // event_scheduler = ON, which a knexfile's database may not have: it is not installed there.
     const dropState = process.env.IDLEASE_DROP_STATE === '1';
-    return planMigrations(engine, { segments: false, install: false, ...rest, dropState, ...(engine.nextId === 'ticker' ? {} : { nextId }) });
+    return planMigrations(engine, {
+      segments: false,
+      install: false,
+      ...rest,
+      dropState,
+      ...(engine.nextId === 'ticker' ? {} : { nextId }),
+    });
   };
   return {
     async up(knex) {

@@ -105,8 +105,7 @@ export function planMigrations(on: Engine | Flavor, options: MigrateOptions = {}
       'schema applies to PostgreSQL only; on MySQL/MariaDB put the database name in the connection instead.',
     );
   }
-  const schema =
-    options.schema === undefined ? engine.defaultSchema : validateIdentifier(options.schema, 'schema');
+  const schema = options.schema === undefined ? engine.defaultSchema : validateIdentifier(options.schema, 'schema');
   const direction = options.direction ?? 'up';
   if (direction !== 'up' && direction !== 'down') {
     throw new IdleaseError('BAD_CONFIG', `direction must be 'up' or 'down', got ${JSON.stringify(direction)}.`);
@@ -311,7 +310,11 @@ async function down(knex: Knex, config: Knex.MigratorConfig, plan: Plan): Promis
  * that would hold up its move).
  */
 export async function unlockMigrations(knex: Knex, options: Pick<MigrateOptions, 'schema' | 'migrationsTable'> = {}): Promise<void> {
-  const plan = planMigrations(await engineOf(knexExecutor(knex)), { schema: options.schema, migrationsTable: options.migrationsTable, segments: false });
+  const plan = planMigrations(await engineOf(knexExecutor(knex)), {
+    schema: options.schema,
+    migrationsTable: options.migrationsTable,
+    segments: false,
+  });
   await knex.migrate.forceFreeMigrationsLock({ tableName: plan.migrationsTable, ...(plan.schema ? { schemaName: plan.schema } : {}) });
   const db = knexExecutor(knex);
   await dedupeMigrationLockRows(db, plan.schema, plan.migrationsTable);

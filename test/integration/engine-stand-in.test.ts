@@ -6,15 +6,20 @@
  * - a stand-in engine added the way a new one is (registerEngine, src/dialects/ only: no file of
  *   idlease above it changes) serves migrate and segment leases on a real PostgreSQL and PGlite:
  *   its `defaultSchema` of its own is where migrate installs, which only a plan that asks the
- *   engine, not the driver, can do.
+ *   engine, not the driver, can do;
+ * - a server no engine recognizes is refused at every entry point (migrate, an allocator, an admin
+ *   call on a pool) with BAD_CONFIG naming what it is, before any statement of idlease's
+ *   runs on it. The server is a real PostgreSQL whose `version()` answers as CockroachDB's does: a
+ *   function of that name ahead of pg_catalog in its database's search_path.
  */
-import type { Knex } from 'knex';
+import knexFactory, { type Knex } from 'knex';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect } from '../../src/connect.js';
 import { engineOf, engineOfFamily, registerEngine, type Engine } from '../../src/dialects/engine.js';
 import { knexExecutor } from '../../src/drivers/knex.js';
 import { migrate } from '../../src/migrations/migrate.js';
-import { addTag, createSegmentAllocator } from '../../src/segment/index.js';
+import { addTag, createSegmentAllocator, listTags } from '../../src/segment/index.js';
 import { ALL_FLAVORS, createTestDb, type TestDb, type TestFlavor } from '../helpers/db.js';
 
 /** The engine each test server is, by its members. */
@@ -100,5 +105,41 @@ describe.each(['postgres', 'pglite'] as const)('a stand-in engine on %s', (flavo
     expect(ids.every((id) => id >= 1000n)).toBe(true);
     // Migrating again through the stand-in finds everything in its schema: nothing to do.
     expect((await migrate(knex)).applied).toEqual([]);
+  });
+});
+
+describe('a server no engine recognizes', () => {
+  const COCKROACH = 'CockroachDB CCL v23.1.11 (x86_64-pc-linux-gnu, built 2023/09/27 01:53:43, go1.19.10)';
+  let db: TestDb;
+  beforeAll(async () => {
+    db = await createTestDb('postgres', 'cockroach');
+    const name = new URL(db.url).pathname.slice(1);
+    await db.knex.raw('CREATE SCHEMA face');
+    await db.knex.raw(`CREATE FUNCTION face.version() RETURNS text LANGUAGE sql AS $$ SELECT '${COCKROACH}'::text $$`);
+    await db.knex.raw(`ALTER DATABASE "${name}" SET search_path = face, pg_catalog, public`);
+  });
+  afterAll(async () => {
+    await db.drop();
+  });
+
+  const refusal = { code: 'BAD_CONFIG', message: expect.stringMatching(/not PostgreSQL \(version\(\) says 'CockroachDB CCL/) };
+
+  it('is refused by migrate, an allocator and an admin call on a pool, and nothing is installed', async () => {
+    // knex's own pg client parses version() on its first connection (to pick json or text columns)
+    // and throws a TypeError on an answer that is not PostgreSQL's, before any statement of
+    // idlease's: a knex that names its server version (`version` in its config) skips that.
+    const knex = knexFactory({ client: 'pg', connection: db.url, version: '15', pool: { min: 0, max: 2 } });
+    const pool = new pg.Pool({ connectionString: db.url, max: 2 });
+    try {
+      await expect(migrate(knex)).rejects.toMatchObject(refusal);
+      const a = createSegmentAllocator({ pool, tag: 'order' });
+      await expect(a.next()).rejects.toMatchObject(refusal);
+      await a.close();
+      await expect(listTags(pool)).rejects.toMatchObject(refusal);
+      const tables = await db.knex.raw(`SELECT count(*)::int AS n FROM information_schema.tables WHERE table_name LIKE 'idlease%'`);
+      expect((tables as { rows: Array<{ n: number }> }).rows[0]!.n).toBe(0);
+    } finally {
+      await Promise.all([knex.destroy(), pool.end()]);
+    }
   });
 });
