@@ -211,7 +211,7 @@ function postgresConfig(url: string, extras: DriverExtras): Knex.Config {
   if (mode === 'allow') {
     return { client: tlsFallbackClient('pg'), connection: withTlsFallback(read('disable'), read('prefer'), 'server-requires-tls'), pool };
   }
-  return { client: 'pg', connection: read(mode), pool };
+  return { client: tlsFallbackClient('pg'), connection: read(mode), pool };
 }
 
 const PG_SSL_MODES = ['disable', 'allow', 'prefer', 'require', 'verify-ca', 'verify-full'] as const;
@@ -351,20 +351,26 @@ function loadKnex(): (config: Knex.Config) => Knex {
   return createRequire(import.meta.url)('knex') as (config: Knex.Config) => Knex;
 }
 
-type KnexClientClass = new (config: unknown) => { connectionSettings: unknown; acquireRawConnection(): Promise<unknown> };
+type KnexClientClass = new (config: unknown) => {
+  connectionSettings: unknown;
+  acquireRawConnection(): Promise<unknown>;
+  /** knex's pg client: the server version from version()'s text. */
+  _parseVersion?(text: string): string;
+};
 
 const classes = new Map<string, KnexClientClass>();
 
-/**
- * knex's own client for `dialect` ('pg' or 'mysql2') whose new connections follow the mark: knex
- * opens each one from `this.connectionSettings`, read synchronously when the attempt starts, so
- * the second attempt swaps in the fallback settings for exactly that call.
- */
 const KNEX_CLIENT_FILE: Readonly<Record<ServerProtocol['driver'], string>> = {
   pg: './lib/dialects/postgres/index.js',
   mysql2: './lib/dialects/mysql2/index.js',
 };
 
+/**
+ * knex's own client for `dialect` ('pg' or 'mysql2') whose new connections follow the mark: knex
+ * opens each one from `this.connectionSettings`, read synchronously when the attempt starts, so
+ * the second attempt swaps in the fallback settings for exactly that call. connect() builds every
+ * server's knex on it, a URL without a TLS fallback too.
+ */
 export function tlsFallbackClient(dialect: 'pg' | 'mysql2'): typeof Knex.Client {
   let cls = classes.get(dialect);
   if (cls === undefined) {
@@ -387,6 +393,20 @@ export function tlsFallbackClient(dialect: 'pg' | 'mysql2'): typeof Knex.Client 
             this.connectionSettings = settings;
           }
           return await second;
+        }
+      }
+
+      /**
+       * knex's pg client reads version() on a pool's first connection and, on an answer that is not
+       * PostgreSQL's (CockroachDB's), throws a TypeError from inside the driver's callback, past
+       * every handler. The text is kept as it is instead: the engine (dialects/engine.ts) reads
+       * the same answer on idlease's first statement and refuses the server with what it is.
+       */
+      override _parseVersion(text: string): string {
+        try {
+          return super._parseVersion!(text);
+        } catch {
+          return text;
         }
       }
     };

@@ -113,12 +113,12 @@ const PGLITE: Engine = Object.freeze({
 /** The engines idlease is tested on, most specific first, per SQL family a driver can speak. */
 const ENGINES: PerDialect<Engine[]> = { mysql: [MARIADB], postgres: [PGLITE, POSTGRESQL] };
 
-/** The engine a driver's family stands for before the server is asked (the family's last, most general entry). */
+/** The engine a driver's family stands for before the server is asked. */
 const FAMILY_ENGINE: Readonly<Record<Flavor, Engine>> = { mysql: MARIADB, postgres: POSTGRESQL, pglite: PGLITE };
 
 /**
  * Add an engine for servers of a family that `recognizes` accepts, asked before the built-in ones:
- * how a stand-in engine is tried (test/unit/engine-stand-in.test.ts). Returns its removal.
+ * how a stand-in engine is tried (test/integration/engine-stand-in.test.ts). Returns its removal.
  */
 export function registerEngine(engine: Engine): () => void {
   const list = perDialect(engine.sql, ENGINES);

@@ -8,7 +8,7 @@
  *   its `defaultSchema` of its own is where migrate installs, which only a plan that asks the
  *   engine, not the driver, can do;
  * - a server no engine recognizes is refused at every entry point (migrate, an allocator, an admin
- *   call on a pool) with BAD_CONFIG naming what it is, before any statement of idlease's
+ *   call on a pool, the CLI) with BAD_CONFIG naming what it is, before any statement of idlease's
  *   runs on it. The server is a real PostgreSQL whose `version()` answers as CockroachDB's does: a
  *   function of that name ahead of pg_catalog in its database's search_path.
  */
@@ -20,6 +20,7 @@ import { engineOf, engineOfFamily, registerEngine, type Engine } from '../../src
 import { knexExecutor } from '../../src/drivers/knex.js';
 import { migrate } from '../../src/migrations/migrate.js';
 import { addTag, createSegmentAllocator, listTags } from '../../src/segment/index.js';
+import { runCli } from '../helpers/cli.js';
 import { ALL_FLAVORS, createTestDb, type TestDb, type TestFlavor } from '../helpers/db.js';
 
 /** The engine each test server is, by its members. */
@@ -140,6 +141,20 @@ describe('a server no engine recognizes', () => {
       expect((tables as { rows: Array<{ n: number }> }).rows[0]!.n).toBe(0);
     } finally {
       await Promise.all([knex.destroy(), pool.end()]);
+    }
+  });
+
+  it('is refused by the CLI in one line, exit 2, and by a knex from connect()', async () => {
+    const res = await runCli(['--url', db.url, 'migrate']);
+    expect(res.stderr, res.stderr).toMatch(
+      /^idlease: BAD_CONFIG: idlease refused this server: this server is not PostgreSQL \(version\(\) says 'CockroachDB[^\n]+\n$/,
+    );
+    expect(res.code, res.stderr).toBe(2);
+    const knex = connect(db.url, { poolMax: 2 });
+    try {
+      await expect(migrate(knex)).rejects.toMatchObject(refusal);
+    } finally {
+      await knex.destroy();
     }
   });
 });
