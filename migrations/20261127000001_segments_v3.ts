@@ -5,14 +5,15 @@
 // missing); down drops the default and nothing else.
 import type { Knex } from 'knex';
 import { knexFileMigration } from '../src/migrations/knexfile.js';
-import { knexFlavor } from '../src/drivers/knex.js';
+import { engineOf } from '../src/dialects/engine.js';
+import { knexExecutor } from '../src/drivers/knex.js';
 import { planMigrations } from '../src/migrations/migrate.js';
 
 const m = knexFileMigration({ segments: true });
 export const up = (knex: Knex): Promise<void> => m.up(knex);
 export const down = async (knex: Knex): Promise<void> => {
   // Only this version's step: the other segment entries' downs would drop the table.
-  for (const step of planMigrations(knexFlavor(knex), { segments: true, install: false }).migrations) {
+  for (const step of planMigrations(await engineOf(knexExecutor(knex)), { segments: true, install: false }).migrations) {
     if (step.name.endsWith(':v3')) await step.down(knex);
   }
 };

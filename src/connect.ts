@@ -7,7 +7,7 @@ import { embeddedKnexConfig, type EmbeddedConnection } from './embedded/client.j
 import { DEFAULT_LOCK_TIMEOUT_MS } from './embedded/lock.js';
 import { tlsFallbackFor, withTlsFallback } from './drivers/tls-fallback.js';
 import { IdleaseError } from './errors.js';
-import { DEFAULT_PGLITE_DIR, pgliteTarget, readDatabaseUrl, redact } from './urls.js';
+import { DEFAULT_PGLITE_DIR, pgliteTarget, readDatabaseUrl, redact, type ServerProtocol } from './urls.js';
 
 export { DEFAULT_PGLITE_DIR, pgliteTarget, redact };
 
@@ -131,10 +131,17 @@ function driverConfig(url: string | undefined, options: ConnectOptions): Knex.Co
     );
   }
   const target = readDatabaseUrl(url);
-  if (target.kind === 'pglite') return embeddedConfig({ dir: target.dir, lockTimeoutMs: options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS });
+  if (target.kind === 'embedded')
+    return embeddedConfig({ dir: target.dir, lockTimeoutMs: options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS });
   const extras = { poolMax, keepAliveMs, connectTimeoutMs: options.connectTimeoutMs };
-  return target.kind === 'mysql' ? mysqlConfig(target.url, extras) : postgresConfig(target.url, extras);
+  return CONFIG_OF[target.protocol.driver](target.url, extras);
 }
+
+/** The knex config per driver a server URL's protocol names. */
+const CONFIG_OF: Readonly<Record<ServerProtocol['driver'], (url: string, extras: DriverExtras) => Knex.Config>> = {
+  mysql2: (url, extras) => mysqlConfig(url, extras),
+  pg: (url, extras) => postgresConfig(url, extras),
+};
 
 interface DriverExtras {
   readonly poolMax: number;
@@ -204,7 +211,7 @@ function postgresConfig(url: string, extras: DriverExtras): Knex.Config {
   if (mode === 'allow') {
     return { client: tlsFallbackClient('pg'), connection: withTlsFallback(read('disable'), read('prefer'), 'server-requires-tls'), pool };
   }
-  return { client: 'pg', connection: read(mode), pool };
+  return { client: tlsFallbackClient('pg'), connection: read(mode), pool };
 }
 
 const PG_SSL_MODES = ['disable', 'allow', 'prefer', 'require', 'verify-ca', 'verify-full'] as const;
@@ -344,20 +351,31 @@ function loadKnex(): (config: Knex.Config) => Knex {
   return createRequire(import.meta.url)('knex') as (config: Knex.Config) => Knex;
 }
 
-type KnexClientClass = new (config: unknown) => { connectionSettings: unknown; acquireRawConnection(): Promise<unknown> };
+type KnexClientClass = new (config: unknown) => {
+  connectionSettings: unknown;
+  acquireRawConnection(): Promise<unknown>;
+  /** knex's pg client: the server version from version()'s text. */
+  _parseVersion?(text: string): string;
+};
 
 const classes = new Map<string, KnexClientClass>();
+
+const KNEX_CLIENT_FILE: Readonly<Record<ServerProtocol['driver'], string>> = {
+  pg: './lib/dialects/postgres/index.js',
+  mysql2: './lib/dialects/mysql2/index.js',
+};
 
 /**
  * knex's own client for `dialect` ('pg' or 'mysql2') whose new connections follow the mark: knex
  * opens each one from `this.connectionSettings`, read synchronously when the attempt starts, so
- * the second attempt swaps in the fallback settings for exactly that call.
+ * the second attempt swaps in the fallback settings for exactly that call. connect() builds every
+ * server's knex on it, a URL without a TLS fallback too.
  */
 export function tlsFallbackClient(dialect: 'pg' | 'mysql2'): typeof Knex.Client {
   let cls = classes.get(dialect);
   if (cls === undefined) {
     const req = createRequire(createRequire(import.meta.url).resolve('knex'));
-    const Base = req(dialect === 'pg' ? './lib/dialects/postgres/index.js' : './lib/dialects/mysql2/index.js') as KnexClientClass;
+    const Base = req(KNEX_CLIENT_FILE[dialect]) as KnexClientClass;
     cls = class extends Base {
       override async acquireRawConnection(): Promise<unknown> {
         const settings = this.connectionSettings;
@@ -375,6 +393,20 @@ export function tlsFallbackClient(dialect: 'pg' | 'mysql2'): typeof Knex.Client 
             this.connectionSettings = settings;
           }
           return await second;
+        }
+      }
+
+      /**
+       * knex's pg client reads version() on a pool's first connection and, on an answer that is not
+       * PostgreSQL's (CockroachDB's), throws a TypeError from inside the driver's callback, past
+       * every handler. The text is kept as it is instead: the engine (dialects/engine.ts) reads
+       * the same answer on idlease's first statement and refuses the server with what it is.
+       */
+      override _parseVersion(text: string): string {
+        try {
+          return super._parseVersion!(text);
+        } catch {
+          return text;
         }
       }
     };

@@ -119,28 +119,83 @@ function refuseBadEscapes(url: string, what: string): void {
   }
 }
 
-const SCHEMES: Readonly<Record<string, 'postgres' | 'mysql' | 'pglite'>> = {
-  postgres: 'postgres',
-  postgresql: 'postgres',
-  mysql: 'mysql',
-  mariadb: 'mysql',
-  pglite: 'pglite',
+/**
+ * What a server URL's scheme stands for: how connect() reaches it and how its server names a
+ * database. Members, not a name to compare: which engine it is (MariaDB or MySQL, PostgreSQL or
+ * CockroachDB) is asked of the server once connected (dialects/engine.ts).
+ */
+export interface ServerProtocol {
+  /** For messages: the servers a URL of this scheme is for. */
+  readonly label: string;
+  /** The scheme to write, for messages ('mysql://'). */
+  readonly scheme: string;
+  /** The driver connect() builds a knex client for. */
+  readonly driver: 'mysql2' | 'pg';
+  readonly defaultPort: number;
+  /** Whether the server speaks first on a new connection (MySQL's greeting); PostgreSQL's waits for the client. */
+  readonly serverSpeaksFirst: boolean;
+  /** Whether idlease's tables go into a schema inside the database (--schema applies) or into the database itself. */
+  readonly schemas: boolean;
+  /** Query parameters that name the database instead of the path. */
+  readonly databaseParams: readonly string[];
+  /** What a server does with a URL that names no database, beyond failing, with its leading space ('' when it just fails). */
+  readonly noDatabaseNote: string;
+}
+
+const MYSQL_PROTOCOL: ServerProtocol = Object.freeze({
+  label: 'MySQL/MariaDB',
+  scheme: 'mysql://',
+  driver: 'mysql2',
+  defaultPort: 3306,
+  serverSpeaksFirst: true,
+  schemas: false,
+  databaseParams: [],
+  noDatabaseNote: '',
+});
+
+const POSTGRES_PROTOCOL: ServerProtocol = Object.freeze({
+  label: 'PostgreSQL',
+  scheme: 'postgres://',
+  driver: 'pg',
+  defaultPort: 5432,
+  serverSpeaksFirst: false,
+  schemas: true,
+  databaseParams: ['dbname', 'database'],
+  noDatabaseNote: ' (PostgreSQL would use the one named like the user, often the maintenance database postgres)',
+});
+
+/** Every database URL scheme idlease reads: a server protocol, or the embedded PGlite. */
+const SCHEMES: Readonly<Record<string, ServerProtocol | 'embedded'>> = {
+  postgres: POSTGRES_PROTOCOL,
+  postgresql: POSTGRES_PROTOCOL,
+  mysql: MYSQL_PROTOCOL,
+  mariadb: MYSQL_PROTOCOL,
+  pglite: 'embedded',
 };
 
 function schemeOf(url: string): string | undefined {
   return /^([a-z][a-z0-9+.-]*):/i.exec(url)?.[1]?.toLowerCase();
 }
 
-/** The engine a database URL names by its scheme, undefined for none we know (no checks: readDatabaseUrl refuses). */
-export function urlKind(url: string | undefined): 'postgres' | 'mysql' | 'pglite' | undefined {
-  if (url === undefined) return 'pglite';
+/**
+ * What a database URL names by its scheme: a server protocol, 'embedded' (no URL, pglite:), or
+ * undefined for a scheme idlease does not read (no other checks: readDatabaseUrl refuses).
+ */
+export function urlProtocol(url: string | undefined): ServerProtocol | 'embedded' | undefined {
+  if (url === undefined) return 'embedded';
   const scheme = schemeOf(url);
   return scheme === undefined ? undefined : SCHEMES[scheme];
 }
 
+/** The server protocol of a server URL; undefined for the embedded database and for what is no URL. */
+export function serverProtocol(url: string | undefined): ServerProtocol | undefined {
+  const p = urlProtocol(url);
+  return typeof p === 'object' ? p : undefined;
+}
+
 export type DatabaseUrl =
-  | { readonly kind: 'pglite'; readonly dir: string | undefined }
-  | { readonly kind: 'postgres' | 'mysql'; readonly url: string; readonly parsed: URL };
+  | { readonly kind: 'embedded'; readonly dir: string | undefined }
+  | { readonly kind: 'server'; readonly protocol: ServerProtocol; readonly url: string; readonly parsed: URL };
 
 /**
  * The one reading of a database URL: PGlite's directory, or a server URL checked before any
@@ -154,11 +209,11 @@ export function readDatabaseUrl(url: string | undefined): DatabaseUrl {
     );
   }
   const embedded = pgliteTarget(url);
-  if (embedded) return { kind: 'pglite', dir: embedded.dir };
+  if (embedded) return { kind: 'embedded', dir: embedded.dir };
   const text = url as string;
   const scheme = schemeOf(text);
-  const kind = urlKind(text);
-  if (kind === undefined || kind === 'pglite') {
+  const protocol = serverProtocol(text);
+  if (protocol === undefined) {
     throw new IdleaseError(
       'BAD_CONFIG',
       scheme === undefined
@@ -178,7 +233,7 @@ export function readDatabaseUrl(url: string | undefined): DatabaseUrl {
       `Cannot parse database URL ${redact(text)}. Use mysql://user:pass@host:3306/db or postgres://user@host:5432/db; percent-encode @ : / % in a password.`,
     );
   }
-  return { kind, url: text, parsed };
+  return { kind: 'server', protocol, url: text, parsed };
 }
 
 /**
@@ -188,12 +243,11 @@ export function readDatabaseUrl(url: string | undefined): DatabaseUrl {
  * the maintenance database, for most URLs — and `migrate` would put idlease's tables there.
  */
 export function refuseNoDatabase(target: DatabaseUrl): void {
-  if (target.kind === 'pglite' || target.parsed.pathname.replace(/^\/+/, '') !== '') return;
-  if (target.kind === 'postgres' && (target.parsed.searchParams.has('dbname') || target.parsed.searchParams.has('database'))) return;
+  if (target.kind === 'embedded' || target.parsed.pathname.replace(/^\/+/, '') !== '') return;
+  if (target.protocol.databaseParams.some((p) => target.parsed.searchParams.has(p))) return;
   const example = new URL(target.parsed.href);
   example.pathname = '/app';
-  const why =
-    target.kind === 'postgres' ? ' (PostgreSQL would use the one named like the user, often the maintenance database postgres)' : '';
+  const why = target.protocol.noDatabaseNote;
   throw new IdleaseError(
     'BAD_CONFIG',
     `${redact(target.url)} names no database${why}: add one to the URL, e.g. ${redact(example.href)} (create it first: CREATE DATABASE app).`,

@@ -5,7 +5,7 @@ import type { PGlite } from '@electric-sql/pglite';
 import type { ConnectedKnex } from '../connect.js';
 // knex, knex-pglite and the drivers are imported where a command opens its database, not here:
 // `idlease next` on the embedded default runs on PGlite alone (withPGlite) and never loads them.
-import { DEFAULT_PGLITE_DIR, pgliteTarget, readDatabaseUrl, redact, refuseNoDatabase, urlKind } from '../urls.js';
+import { DEFAULT_PGLITE_DIR, pgliteTarget, readDatabaseUrl, redact, refuseNoDatabase, serverProtocol } from '../urls.js';
 import { preloadedPGlite } from '../embedded/preload.js';
 import { openEmbedded } from '../embedded/open.js';
 import { acquireDirectoryLock, DEFAULT_LOCK_TIMEOUT_MS, type DirectoryLock, type LockHolder } from '../embedded/lock.js';
@@ -313,10 +313,14 @@ export async function refuseBadConnection(
   } finally {
     sniff?.cancel();
   }
-  if (err === WRONG_SERVER) throw new IdleaseError('BAD_CONFIG', wrongServerMessage(target, 'mysql'));
-  if (err !== undefined && url !== undefined && urlKind(url) === 'postgres' && isForeignProtocolAnswer(err)) {
-    throw new IdleaseError('BAD_CONFIG', wrongServerMessage(target, 'postgres'), { cause: err });
+  const protocol = serverProtocol(url);
+  if (err === WRONG_SERVER && protocol) throw new IdleaseError('BAD_CONFIG', wrongServerMessage(target, protocol));
+  // A server that waits for the client (PostgreSQL) met one that spoke first: a MySQL greeting.
+  if (err !== undefined && protocol?.serverSpeaksFirst === false && isForeignProtocolAnswer(err)) {
+    throw new IdleaseError('BAD_CONFIG', wrongServerMessage(target, protocol), { cause: err });
   }
+  // The server answered but is not one idlease is tested on (dialects/engine.ts): its refusal says so.
+  if (err instanceof IdleaseError) throw err;
   const problem = connectionProblem(err);
   const driver = (err as Error | undefined)?.message ?? String(err);
   if (isConfigProblem(problem)) {
@@ -335,9 +339,10 @@ const WRONG_SERVER = Symbol('wrong server');
 
 function mysqlAddress(url: string): { host: string; port: number } | undefined {
   try {
-    if (urlKind(url) !== 'mysql') return undefined;
-    const u = new URL(url);
-    return { host: u.hostname || '127.0.0.1', port: u.port ? Number(u.port) : 3306 };
+    const target = readDatabaseUrl(url);
+    if (target.kind !== 'server' || !target.protocol.serverSpeaksFirst) return undefined;
+    const u = target.parsed;
+    return { host: u.hostname || '127.0.0.1', port: u.port ? Number(u.port) : target.protocol.defaultPort };
   } catch {
     return undefined;
   }

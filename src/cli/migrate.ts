@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { IdleaseError } from '../errors.js';
 import type { ConnectedKnex } from '../connect.js';
+import { engineOf } from '../dialects/engine.js';
 import { appliedMigrationNames } from '../dialects/migrations.js';
 import { knexExecutor } from '../drivers/knex.js';
 import { migrate, planMigrations, unlockMigrations, type MigrateOptions } from '../migrations/migrate.js';
@@ -91,7 +92,7 @@ Examples:
 /** Whether idlease's bookkeeping exists: in its schema, or (PostgreSQL) an older install's in the search path. */
 async function idleaseWasHere(knex: ConnectedKnex, options: MigrateOptions): Promise<boolean> {
   const db = knexExecutor(knex);
-  const plan = planMigrations(db.flavor, options);
+  const plan = planMigrations(await engineOf(db), options);
   if ((await appliedMigrationNames(db, plan.schema, plan.migrationsTable)) !== undefined) return true;
   return plan.schema !== undefined && (await appliedMigrationNames(db, undefined, plan.migrationsTable)) !== undefined;
 }

@@ -214,7 +214,7 @@ Examples:
         const s = await nextIdStatus(knex, { schema: flags.nextIdSchema });
         const l = s.layout;
         const lines = [
-          `next_id() in ${s.engine === 'mariadb' ? 'database' : 'schema'} ${s.schema}: shard ${s.shard}, layout ${l.timeBits}/${l.shardBits}/${l.sequenceBits} bits (time/shard/sequence), epoch ${l.epoch}`,
+          `next_id() in ${s.namespace} ${s.schema}: shard ${s.shard}, layout ${l.timeBits}/${l.shardBits}/${l.sequenceBits} bits (time/shard/sequence), epoch ${l.epoch}`,
           `attached: ${s.attached.length === 0 ? 'none' : s.attached.map((a) => `${a.table}.${a.column}`).join(', ')}`,
           s.leadMs > 0
             ? `time field now: ${s.leadMs} ms ahead of the clock (a burst, a bump or a failover's jump; the clock catches up)`

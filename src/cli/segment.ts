@@ -11,7 +11,7 @@ import { MAX_ROW_STEP } from '../dialects/segments.js';
 import { resolveSegmentOptions, validateTag, type SegmentAllocatorOptions } from '../segment/options.js';
 import { MAX_INT64 } from '../ids.js';
 import { sqlSegmentStore, type SegmentStore } from '../segment/store.js';
-import { pgliteTarget, urlKind } from '../urls.js';
+import { pgliteTarget, serverProtocol } from '../urls.js';
 import { describeTarget, embeddedDir, positiveInt, print, targetUrl, waitMs, withKnex, withPGlite } from './context.js';
 import { drawThroughServe } from './via-serve.js';
 
@@ -98,7 +98,7 @@ function withTableFlags(cmd: Command): Command {
  */
 function refuseSchemaOnMysql(self: Command): void {
   const { schema } = self.opts<{ schema?: string }>();
-  if (schema === undefined || urlKind(targetUrl(self)) !== 'mysql') return;
+  if (schema === undefined || serverProtocol(targetUrl(self))?.schemas !== false) return;
   throw new IdleaseError(
     'BAD_CONFIG',
     `--schema applies to PostgreSQL only; on MySQL/MariaDB idlease's tables are in the database the URL names: leave --schema ${schema} out.`,

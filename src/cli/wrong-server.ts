@@ -5,6 +5,7 @@
  * client speaks first there) until its connect timeout. Recognised here, within --wait.
  */
 import { connect } from 'node:net';
+import type { ServerProtocol } from '../urls.js';
 
 /** PostgreSQL's SSLRequest: a PostgreSQL server answers it with one byte, `S` or `N`, and nothing else does. */
 const SSL_REQUEST = Buffer.from([0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f]);
@@ -37,8 +38,9 @@ export function isForeignProtocolAnswer(err: unknown): boolean {
 }
 
 /** The BAD_CONFIG message for a URL of one kind pointed at a server of the other. */
-export function wrongServerMessage(target: string, scheme: 'mysql' | 'postgres'): string {
-  return scheme === 'mysql'
+export function wrongServerMessage(target: string, expected: ServerProtocol): string {
+  // A URL for a server that speaks first (MySQL) reached one that waits (PostgreSQL), or the other way round.
+  return expected.serverSpeaksFirst
     ? `cannot use ${target}: the server at that address speaks PostgreSQL, not MySQL. Use postgres://… for it, or the MySQL/MariaDB port (3306 by default).`
     : `cannot use ${target}: the server at that address does not speak PostgreSQL (a MySQL/MariaDB server?). Use mysql://… for it, or the PostgreSQL port (5432 by default).`;
 }

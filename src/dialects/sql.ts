@@ -17,7 +17,13 @@ export interface SqlResult {
 }
 
 export interface SqlExecutor {
+  /** The SQL family the driver's connection speaks (its hook says so); read in this folder only — above it, ask the engine (engine.ts). */
   readonly flavor: Flavor;
+  /**
+   * The pool, client or knex the connections come from: what the server said it is (engine.ts) is
+   * kept per handle, so the executors of one pool and of its transactions ask once between them.
+   */
+  readonly handle?: object;
   /** Run one statement. `text` uses `?` placeholders; adapters for `$n` clients renumber them. */
   run(text: string, values: readonly SqlValue[]): Promise<SqlResult>;
   /**

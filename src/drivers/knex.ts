@@ -1,5 +1,6 @@
-import { IdleaseError } from '../errors.js';
 import type { Flavor } from '../dialects/detect.js';
+import { servedBy } from '../dialects/engine.js';
+import { knexFlavor } from './knex-family.js';
 import type { SqlExecutor, SqlResult } from '../dialects/sql.js';
 import { isReadOnlyServer } from '../dialects/driver-errors.js';
 
@@ -27,12 +28,29 @@ export function isKnex(x: unknown): x is KnexLike {
  * transaction would be a savepoint, and idlease's transactions are flat.
  */
 export function knexExecutor(knex: KnexLike): SqlExecutor {
-  return on(knex, knexFlavor(knex), (knex as { isTransaction?: unknown }).isTransaction === true);
+  return servedBy(on(knex, knexFlavor(knex), (knex as { isTransaction?: unknown }).isTransaction === true));
+}
+
+/** Marks a knex config with the handle its server's engine is kept under (engine.ts). */
+const HANDLE = Symbol('idlease handle');
+
+/**
+ * The handle a knex instance's engine is kept under. knex makes new client objects for a
+ * transaction (sharing the config) and for its migrator (copying the config's own properties into
+ * a new object, `withUserParams`): an enumerable symbol on the config travels with both, so every
+ * face of one knex instance asks the server once between them.
+ */
+function handleOf(knex: KnexLike): object {
+  const config = (knex.client as { config?: Record<symbol, unknown> }).config;
+  if (typeof config !== 'object' || config === null || (!(HANDLE in config) && !Object.isExtensible(config))) return knex.client as object;
+  if (typeof config[HANDLE] !== 'object') Object.defineProperty(config, HANDLE, { value: {}, enumerable: true });
+  return config[HANDLE] as object;
 }
 
 function on(knex: KnexLike, flavor: Flavor, inTransaction: boolean): SqlExecutor {
   const self: SqlExecutor = Object.freeze({
     flavor,
+    handle: handleOf(knex),
     async run(text: string, values: readonly (string | number)[]): Promise<SqlResult> {
       let res: unknown;
       try {
@@ -41,7 +59,8 @@ function on(knex: KnexLike, flavor: Flavor, inTransaction: boolean): SqlExecutor
         if (isReadOnlyServer(err) && !inTransaction) retireIdleConnections(knex, err);
         throw err;
       }
-      if (flavor === 'mysql') {
+      // mysql2 answers [rows | OK packet, fields]; pg and PGlite an object with rows.
+      if (Array.isArray(res)) {
         const first = (res as [unknown])[0];
         if (Array.isArray(first)) return { rows: first.map((r: object) => Object.values(r)), affected: 0 };
         const header = first as { affectedRows?: number; insertId?: unknown };
@@ -84,29 +103,12 @@ export function knexConnectionSettings(knex: KnexLike): () => Promise<Record<str
   return async () => client.connectionSettings ?? {};
 }
 
-/** The SQL family a knex handle speaks, read from its client. */
-export function knexFlavor(knex: { readonly client: unknown }): Flavor {
-  const client = knex.client as { config?: { client?: unknown }; dialect?: string; pglite?: unknown };
-  const configured = client.config?.client;
-  const name =
-    typeof configured === 'string' ? configured : typeof configured === 'function' ? ((configured as { name?: string }).name ?? '') : '';
-  if (/pglite/i.test(name) || 'pglite' in client) return 'pglite';
-  if (client.dialect === 'mysql' || /^(mysql2?|mariadb)$/i.test(name)) return 'mysql';
-  if (client.dialect === 'postgresql' || /^(pg|postgres|postgresql)$/i.test(name)) return 'postgres';
-  throw new IdleaseError(
-    'BAD_CONFIG',
-    `idlease supports knex clients 'mysql2', 'pg' and PGlite (knex-pglite); this knex uses ${JSON.stringify(name || client.dialect)}.`,
-  );
-}
-
 /**
  * One connection of the knex instance's own driver and settings, outside its pool: for checks
  * that must never queue behind the pool's work (serve's /readyz). Undefined for PGlite, which
  * has one connection only. `ping` opens it on first use and again after a failure.
  */
 export function sideConnection(knex: KnexLike): { ping(): Promise<void>; close(): Promise<void> } | undefined {
-  const flavor = knexFlavor(knex);
-  if (flavor === 'pglite') return undefined;
   const client = knex.client as {
     driverName?: string;
     acquireRawConnection(): Promise<unknown>;
@@ -126,7 +128,7 @@ export function sideConnection(knex: KnexLike): { ping(): Promise<void>; close()
       try {
         const c = (await conn) as { query(sql: string, cb?: (err: unknown) => void): unknown };
         // mysql2's connection (callback API) takes a callback (its Query throws on .then); pg's Client.query returns a promise.
-        if (flavor === 'mysql')
+        if (client.driverName === 'mysql2')
           await new Promise<void>((resolve, reject) => void c.query('SELECT 1', (err: unknown) => (err ? reject(err) : resolve())));
         else await (c.query('SELECT 1') as Promise<unknown>);
       } catch (err) {

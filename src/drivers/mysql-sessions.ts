@@ -6,6 +6,7 @@
  *
  * mysql2 is loaded on the first connection, so an app on PostgreSQL never loads it.
  */
+import { engineOf } from '../dialects/engine.js';
 import { inTransaction, type SqlExecutor, type SqlResult, type SqlValue } from '../dialects/sql.js';
 import { isTransportError } from '../dialects/driver-errors.js';
 import { keepTlsFallback, tlsFallbackFor } from './tls-fallback.js';
@@ -89,6 +90,7 @@ function connectionOptions(settings: Record<string, unknown>, connectTimeoutMs: 
 const closedError = () => new IdleaseError('CLOSED', 'ticket sessions closed');
 
 class Session implements SqlExecutor {
+  // The driver hook: mysql2 speaks the MySQL protocol; engine.ts asks whether the server is MariaDB.
   readonly flavor = 'mysql' as const;
   broken = false;
   private readonly failed: (err: Error) => void;
@@ -96,6 +98,8 @@ class Session implements SqlExecutor {
   constructor(
     readonly conn: RawConnection,
     lost: () => void,
+    /** The pool's: its sessions reach one server, asked what it is once between them. */
+    readonly handle: object,
   ) {
     // A transport error means the server or the network went away: the idle sessions went the
     // same way, and handing them out one by one would fail one call each.
@@ -141,6 +145,7 @@ export function mysqlSessionPool(options: MysqlSessionPoolOptions): MysqlSession
   const waiting: Array<{ resolve: (s: Session) => void; reject: (err: unknown) => void }> = [];
   let opening = 0;
   let closed = false;
+  const handle = {};
 
   const dropIdle = () => {
     for (const s of idle.splice(0)) drop(s);
@@ -169,8 +174,10 @@ export function mysqlSessionPool(options: MysqlSessionPoolOptions): MysqlSession
     // An error after a timed-out connect (nobody listening any more) must not crash the process.
     conn.on('error', () => undefined);
     const connected = new Promise<Session>((resolve, reject) => {
-      conn.connect((err) => (err ? reject(err) : resolve(new Session(conn, dropIdle))));
+      conn.connect((err) => (err ? reject(err) : resolve(new Session(conn, dropIdle, handle))));
     }).then(async (s) => {
+      // A server idlease is not tested on (MySQL 8) is refused before a ticket is drawn on it.
+      await engineOf(s);
       await options.onConnect?.(s);
       return s;
     });

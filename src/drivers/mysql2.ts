@@ -1,3 +1,4 @@
+import { servedBy } from '../dialects/engine.js';
 import { inTransaction, type SqlExecutor, type SqlResult } from '../dialects/sql.js';
 
 interface Mysql2QueryOptions {
@@ -48,22 +49,24 @@ const keepDefault = (_field: unknown, next: () => unknown) => next();
  */
 export function mysql2Executor(core: Mysql2Queryable): SqlExecutor {
   const pool = typeof (core as Partial<Mysql2PoolCore>).getConnection === 'function' ? (core as Mysql2PoolCore) : undefined;
-  return on(core, async (work) => {
-    // A connection is one session already; a pool lends one for the transaction.
-    if (!pool) return inTransaction(on(core, undefined), work);
-    const conn = await new Promise<Mysql2PooledConnection>((resolve, reject) =>
-      pool.getConnection((err, c) => (err ? reject(err) : resolve(c))),
-    );
-    try {
-      const result = await inTransaction(on(conn, undefined), work);
-      conn.release();
-      return result;
-    } catch (err) {
-      // Its ROLLBACK may not have run: such a connection must not go back to the app's pool.
-      conn.destroy();
-      throw err;
-    }
-  });
+  return servedBy(
+    on(core, core, async (work) => {
+      // A connection is one session already; a pool lends one for the transaction.
+      if (!pool) return inTransaction(on(core, core, undefined), work);
+      const conn = await new Promise<Mysql2PooledConnection>((resolve, reject) =>
+        pool.getConnection((err, c) => (err ? reject(err) : resolve(c))),
+      );
+      try {
+        const result = await inTransaction(on(core, conn, undefined), work);
+        conn.release();
+        return result;
+      } catch (err) {
+        // Its ROLLBACK may not have run: such a connection must not go back to the app's pool.
+        conn.destroy();
+        throw err;
+      }
+    }),
+  );
 }
 
 interface Mysql2PooledConnection extends Mysql2Queryable {
@@ -109,9 +112,15 @@ export function mysql2ConnectionSettings(core: Mysql2Queryable): Record<string, 
   return config?.connectionConfig ?? config ?? {};
 }
 
-function on(core: Mysql2Queryable, transaction: (<T>(work: (tx: SqlExecutor) => Promise<T>) => Promise<T>) | undefined): SqlExecutor {
+function on(
+  handle: object,
+  core: Mysql2Queryable,
+  transaction: (<T>(work: (tx: SqlExecutor) => Promise<T>) => Promise<T>) | undefined,
+): SqlExecutor {
   const self: SqlExecutor = Object.freeze({
+    // The driver hook: mysql2 speaks the MySQL protocol; engine.ts asks whether the server is MariaDB.
     flavor: 'mysql' as const,
+    handle,
     run: (text: string, values: readonly (string | number)[]) => run(core, text, values),
     transaction: transaction ?? (<T>(work: (tx: SqlExecutor) => Promise<T>) => work(self)),
   });

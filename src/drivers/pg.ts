@@ -1,3 +1,4 @@
+import { servedBy } from '../dialects/engine.js';
 import { dollarPlaceholders, inTransaction, type SqlExecutor } from '../dialects/sql.js';
 
 type PgQuery = (config: {
@@ -40,25 +41,33 @@ const RAW_TEXT = Object.freeze({ getTypeParser: () => (value: string) => value }
 export function pgExecutor(pool: PgQueryable): SqlExecutor {
   // A pg.Client is one connection already; a pg.Pool lends one for the transaction.
   const isPool = 'idleCount' in pool;
-  return on(pool.query.bind(pool), async (work) => {
-    if (!isPool) return inTransaction(on(pool.query.bind(pool), undefined), work);
-    const client = (await pool.connect()) as PgPoolClient;
-    let broken: Error | undefined;
-    try {
-      return await inTransaction(on(client.query.bind(client), undefined), work);
-    } catch (err) {
-      // A client whose ROLLBACK may not have run must not go back to the app's pool.
-      broken = err instanceof Error ? err : new Error(String(err));
-      throw err;
-    } finally {
-      client.release(broken);
-    }
-  });
+  return servedBy(
+    on(pool, pool.query.bind(pool), async (work) => {
+      if (!isPool) return inTransaction(on(pool, pool.query.bind(pool), undefined), work);
+      const client = (await pool.connect()) as PgPoolClient;
+      let broken: Error | undefined;
+      try {
+        return await inTransaction(on(pool, client.query.bind(client), undefined), work);
+      } catch (err) {
+        // A client whose ROLLBACK may not have run must not go back to the app's pool.
+        broken = err instanceof Error ? err : new Error(String(err));
+        throw err;
+      } finally {
+        client.release(broken);
+      }
+    }),
+  );
 }
 
-function on(query: PgQuery, transaction: (<T>(work: (tx: SqlExecutor) => Promise<T>) => Promise<T>) | undefined): SqlExecutor {
+function on(
+  handle: object,
+  query: PgQuery,
+  transaction: (<T>(work: (tx: SqlExecutor) => Promise<T>) => Promise<T>) | undefined,
+): SqlExecutor {
   const self: SqlExecutor = Object.freeze({
+    // The driver hook: pg speaks PostgreSQL's protocol; engine.ts asks which server it is.
     flavor: 'postgres' as const,
+    handle,
     async run(text: string, values: readonly (string | number)[]) {
       const res = await query({ text: dollarPlaceholders(text), values: [...values], rowMode: 'array', types: RAW_TEXT });
       return { rows: res.rows, affected: res.rowCount ?? 0 };

@@ -1,3 +1,4 @@
+import { servedBy } from '../dialects/engine.js';
 import { dollarPlaceholders, type SqlExecutor } from '../dialects/sql.js';
 
 /** The part of a postgres.js `sql` idlease uses (postgres is an optional peer dependency: no import). */
@@ -20,12 +21,14 @@ export function isPostgresJs(x: unknown): x is PostgresJsSql {
  * own `prepare` setting (off behind PgBouncer in transaction mode).
  */
 export function postgresJsExecutor(sql: PostgresJsSql): SqlExecutor {
-  return on(sql, sql.options?.prepare !== false);
+  return servedBy(on(sql, sql.options?.prepare !== false));
 }
 
 function on(sql: PostgresJsSql, prepare: boolean): SqlExecutor {
   const self: SqlExecutor = Object.freeze({
+    // The driver hook: postgres.js speaks PostgreSQL's protocol; engine.ts asks which server it is.
     flavor: 'postgres' as const,
+    handle: sql,
     async run(text: string, values: readonly (string | number)[]) {
       const rows = await sql.unsafe(dollarPlaceholders(text), [...values], { prepare }).values();
       return { rows, affected: rows.count };

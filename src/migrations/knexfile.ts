@@ -1,9 +1,8 @@
 import type { Knex } from 'knex';
-import { isPostgres } from '../dialects/detect.js';
+import { engineOf, type Engine } from '../dialects/engine.js';
 import { currentSchema, ensureSchema, relationsIn } from '../dialects/relocate.js';
-import { refuseUntestedServer } from '../dialects/server-kind.js';
 import type { SqlExecutor } from '../dialects/sql.js';
-import { knexExecutor, knexFlavor } from '../drivers/knex.js';
+import { knexExecutor } from '../drivers/knex.js';
 import { IdleaseError } from '../errors.js';
 import { planMigrations, type MigrateOptions } from './migrate.js';
 import { objectsOfMigration } from './relocate.js';
@@ -18,19 +17,26 @@ export function knexFileMigration(options: Omit<MigrateOptions, 'direction' | 'l
   up(knex: Knex): Promise<void>;
   down(knex: Knex): Promise<void>;
 } {
-  const plan = (knex: Knex) => {
-    const flavor = knexFlavor(knex);
+  // The server says what it is before anything is planned on it (a server idlease is not tested on is refused).
+  const plan = async (knex: Knex) => {
+    const engine: Engine = await engineOf(knexExecutor(knex));
     const { nextId, ...rest } = options;
     // A knex migration file takes no options: IDLEASE_DROP_STATE=1 in the environment of
-    // `knex migrate:down/rollback` is how its user says dropState.
+    // `knex migrate:down/rollback` is how its user says dropState. next_id() as a ticker needs
+    // event_scheduler = ON, which a knexfile's database may not have: it is not installed there.
     const dropState = process.env.IDLEASE_DROP_STATE === '1';
-    return planMigrations(flavor, { segments: false, install: false, ...rest, dropState, ...(flavor === 'mysql' ? {} : { nextId }) });
+    return planMigrations(engine, {
+      segments: false,
+      install: false,
+      ...rest,
+      dropState,
+      ...(engine.nextId === 'ticker' ? {} : { nextId }),
+    });
   };
   return {
     async up(knex) {
-      const p = plan(knex);
-      await refuseUntestedServer(knexExecutor(knex));
-      if (p.schema !== undefined && isPostgres(p.flavor)) {
+      const p = await plan(knex);
+      if (p.schema !== undefined && p.engine.namespaces === 'schema') {
         const db = knexExecutor(knex);
         await ensureSchema(db, p.schema);
         await refuseBesideOlderInstall(db, p.schema, p.migrations);
@@ -38,7 +44,7 @@ export function knexFileMigration(options: Omit<MigrateOptions, 'direction' | 'l
       for (const m of p.migrations) await m.up(knex);
     },
     async down(knex) {
-      for (const m of [...plan(knex).migrations].reverse()) await m.down(knex);
+      for (const m of [...(await plan(knex)).migrations].reverse()) await m.down(knex);
     },
   };
 }
@@ -53,21 +59,19 @@ export function nextIdKnexMigration(nextId: MigrateOptions['nextId'] = true): {
   up(knex: Knex): Promise<void>;
   down(knex: Knex): Promise<void>;
 } {
-  const plan = (knex: Knex) => {
-    const flavor = knexFlavor(knex);
+  const plan = async (knex: Knex) => {
     const dropState = process.env.IDLEASE_DROP_STATE === '1';
-    return planMigrations(flavor, { segments: false, install: false, nextId, dropState }).migrations;
+    return planMigrations(await engineOf(knexExecutor(knex)), { segments: false, install: false, nextId, dropState }).migrations;
   };
   return {
     async up(knex) {
-      await refuseUntestedServer(knexExecutor(knex));
-      for (const m of plan(knex)) {
+      for (const m of await plan(knex)) {
         await m.refuseUp?.(knex);
         await m.up(knex);
       }
     },
     async down(knex) {
-      const list = plan(knex);
+      const list = await plan(knex);
       for (const m of list) await m.refuseDown?.(knex);
       for (const m of [...list].reverse()) await m.down(knex);
     },

@@ -1,10 +1,10 @@
-import { refuseUntestedServer } from '../dialects/server-kind.js';
 import type { Knex } from 'knex';
-import { DEFAULT_SCHEMA, isPostgres, type Flavor } from '../dialects/detect.js';
+import type { Flavor } from '../dialects/detect.js';
+import { declaredEngine, engineOf, engineOfFamily, type Engine } from '../dialects/engine.js';
 import { appliedMigrationNames, dedupeMigrationLockRows, ensureMigrationLockRow } from '../dialects/migrations.js';
 import { currentSchema, relationsIn } from '../dialects/relocate.js';
 import type { SqlExecutor } from '../dialects/sql.js';
-import { knexExecutor, knexFlavor } from '../drivers/knex.js';
+import { knexExecutor } from '../drivers/knex.js';
 import { backoffMs } from '../runtime/backoff.js';
 import { SYSTEM_CLOCK } from '../runtime/clock.js';
 import { IdleaseError } from '../errors.js';
@@ -67,7 +67,8 @@ export interface MigrateResult {
 }
 
 interface Plan {
-  readonly flavor: Flavor;
+  /** The engine the plan is for: the server's own answer (migrate) or what a family name stands for (planMigrations('postgres')). */
+  readonly engine: Engine;
   readonly schema: string | undefined;
   readonly migrationsTable: string;
   readonly direction: 'up' | 'down';
@@ -76,7 +77,8 @@ interface Plan {
 }
 
 /** Validate options and build the list of migrations, before touching the database. */
-export function planMigrations(flavor: Flavor, options: MigrateOptions = {}): Plan {
+export function planMigrations(on: Engine | Flavor, options: MigrateOptions = {}): Plan {
+  const engine = engineOfFamily(on);
   if (options === null || typeof options !== 'object') {
     throw new IdleaseError('BAD_CONFIG', 'migrate(knex, options): options must be an object, e.g. { segments: true }.');
   }
@@ -97,14 +99,13 @@ export function planMigrations(flavor: Flavor, options: MigrateOptions = {}): Pl
       throw new IdleaseError('BAD_CONFIG', `migrate: unknown option ${JSON.stringify(key)}. Known options: ${[...known].join(', ')}.`);
     }
   }
-  if (options.schema !== undefined && !isPostgres(flavor)) {
+  if (options.schema !== undefined && engine.namespaces !== 'schema') {
     throw new IdleaseError(
       'BAD_CONFIG',
       'schema applies to PostgreSQL only; on MySQL/MariaDB put the database name in the connection instead.',
     );
   }
-  const schema =
-    options.schema === undefined ? (isPostgres(flavor) ? DEFAULT_SCHEMA : undefined) : validateIdentifier(options.schema, 'schema');
+  const schema = options.schema === undefined ? engine.defaultSchema : validateIdentifier(options.schema, 'schema');
   const direction = options.direction ?? 'up';
   if (direction !== 'up' && direction !== 'down') {
     throw new IdleaseError('BAD_CONFIG', `direction must be 'up' or 'down', got ${JSON.stringify(direction)}.`);
@@ -120,34 +121,34 @@ export function planMigrations(flavor: Flavor, options: MigrateOptions = {}): Pl
   const migrations: IdleaseMigration[] = [];
   const segments = resolveSegmentsOptions(options.segments);
   if (segments)
-    migrations.push(...segmentsMigrations(flavor, schema, segments, dropState), ...segmentsNoPadMigrations(flavor, schema, segments));
+    migrations.push(...segmentsMigrations(engine.sql, schema, segments, dropState), ...segmentsNoPadMigrations(engine, schema, segments));
   if (options.install !== undefined && typeof options.install !== 'boolean') {
     throw new IdleaseError('BAD_CONFIG', `install must be true or false, got ${String(options.install)}.`);
   }
-  if (options.install ?? segments !== undefined) migrations.push(...installMigrations(flavor, schema));
+  if (options.install ?? segments !== undefined) migrations.push(...installMigrations(engine.sql, schema));
   const tickets = resolveTicketsOptions(options.tickets);
-  const engine = typeof options.tickets === 'object' && options.tickets !== null ? options.tickets.engine : undefined;
-  if (engine !== undefined && isPostgres(flavor)) {
+  const storage = typeof options.tickets === 'object' && options.tickets !== null ? options.tickets.engine : undefined;
+  if (storage !== undefined && !engine.supportsStorageEngines) {
     // A Postgres ticket server is a sequence: there is no storage engine to choose, and
     // accepting one silently would let a user believe they picked durability (or speed).
     throw new IdleaseError(
       'BAD_CONFIG',
-      `tickets.engine (--tickets-engine ${engine}) applies to MySQL/MariaDB only; PostgreSQL ticket servers are sequences. Leave the option out on PostgreSQL/PGlite.`,
+      `tickets.engine (--tickets-engine ${storage}) applies to MySQL/MariaDB only; PostgreSQL ticket servers are sequences. Leave the option out on PostgreSQL/PGlite.`,
     );
   }
-  if (tickets) migrations.push(...ticketsMigrations(flavor, schema, tickets, dropState));
+  if (tickets) migrations.push(...ticketsMigrations(engine, schema, tickets, dropState));
   const workers = resolveWorkersOptions(options.workers);
-  if (workers) migrations.push(...workersMigrations(flavor, schema, workers, dropState));
+  if (workers) migrations.push(...workersMigrations(engine.sql, schema, workers, dropState));
   const nextIds = resolveNextIdOptions(options.nextId);
-  if (!isPostgres(flavor) && nextIds.length > 0) refuseMysqlNextIdSchema(options.nextId);
-  for (const n of nextIds) migrations.push(...nextIdMigrations(flavor, n));
+  if (engine.nextId === 'ticker' && nextIds.length > 0) refuseMysqlNextIdSchema(options.nextId);
+  for (const n of nextIds) migrations.push(...nextIdMigrations(engine, n));
   const names = new Set<string>();
   for (const m of migrations) {
     if (names.has(m.name)) throw new IdleaseError('BAD_CONFIG', `migrate: ${m.name} is named twice in the options.`);
     names.add(m.name);
   }
   return Object.freeze({
-    flavor,
+    engine,
     schema,
     migrationsTable: validateIdentifier(options.migrationsTable ?? DEFAULT_MIGRATIONS_TABLE, 'migrationsTable'),
     direction,
@@ -183,6 +184,18 @@ class InCodeSource implements Knex.MigrationSource<IdleaseMigration> {
   }
 }
 
+/**
+ * A refusal that names its own fix, a database that cannot be reached or a wrong password is not a
+ * broken migration: keep its code (and its retry hint); anything else is MIGRATION_FAILED.
+ */
+function migrateFailure(direction: 'up' | 'down') {
+  return (err: unknown): never => {
+    const typed = typedConnectionError(err);
+    if (typed instanceof IdleaseError) throw typed;
+    throw new IdleaseError('MIGRATION_FAILED', `idlease migrate (${direction}) failed: ${(err as Error).message}`, { cause: err });
+  };
+}
+
 /** Knex's lock, and the create-if-missing race on its own tables, are what two processes meet. */
 function isRetryableRace(err: unknown): boolean {
   const e = err as { name?: string; message?: string; code?: string; errno?: number };
@@ -205,7 +218,12 @@ function isRetryableRace(err: unknown): boolean {
  * another's migration waits for it (bounded by lockTimeoutMs) and then finds nothing to do.
  */
 export async function migrate(knex: Knex, options: MigrateOptions = {}): Promise<MigrateResult> {
-  const plan = planMigrations(knexFlavor(knex), options);
+  const exec = knexExecutor(knex);
+  // Options are refused before the database is touched; then the plan is made for the engine the
+  // server says it is, and a server idlease is not tested on (MySQL 8, CockroachDB) is refused
+  // with what it is, instead of half-installing.
+  planMigrations(declaredEngine(exec), options);
+  const plan = planMigrations(await engineOf(exec).catch(migrateFailure('up')), options);
   const config: Knex.MigratorConfig = {
     tableName: plan.migrationsTable,
     migrationSource: new InCodeSource(plan.migrations),
@@ -220,7 +238,7 @@ export async function migrate(knex: Knex, options: MigrateOptions = {}): Promise
     try {
       // Before knex reads its bookkeeping, in both directions: down must find what up installed.
       // A retry after a move finds nothing left to move, so the first attempt's result is kept.
-      if (plan.schema !== undefined && isPostgres(plan.flavor)) {
+      if (plan.schema !== undefined && plan.engine.namespaces === 'schema') {
         const r = await relocateLegacyInstall(knex, {
           schema: plan.schema,
           migrationsTable: plan.migrationsTable,
@@ -228,7 +246,6 @@ export async function migrate(knex: Knex, options: MigrateOptions = {}): Promise
         });
         relocation ??= r;
       }
-      if (attempt === 0) await refuseUntestedServer(knexExecutor(knex));
       await ensureMigrationLockRow(knexExecutor(knex), plan.schema, plan.migrationsTable);
       if (plan.direction === 'up') for (const m of plan.migrations) await m.refuseUp?.(knex);
       const applied = plan.direction === 'up' ? await up(knex, config) : await down(knex, config, plan);
@@ -240,9 +257,7 @@ export async function migrate(knex: Knex, options: MigrateOptions = {}): Promise
       if (!isRetryableRace(err)) {
         // A refusal that names its own fix, a database that cannot be reached or a wrong
         // password is not a broken migration: keep its code (and its retry hint).
-        const typed = typedConnectionError(err);
-        if (typed instanceof IdleaseError) throw typed;
-        throw new IdleaseError('MIGRATION_FAILED', `idlease migrate (${plan.direction}) failed: ${(err as Error).message}`, { cause: err });
+        migrateFailure(plan.direction)(err);
       }
       if (Date.now() >= deadline) {
         throw new IdleaseError(
@@ -265,7 +280,7 @@ export async function migrate(knex: Knex, options: MigrateOptions = {}): Promise
  * statement instead of knex's migrator (about twenty).
  */
 export async function isMigrated(db: SqlExecutor, options: Omit<MigrateOptions, 'direction'> = {}): Promise<boolean> {
-  const plan = planMigrations(db.flavor, options);
+  const plan = planMigrations(await engineOf(db), options);
   const applied = await appliedMigrationNames(db, plan.schema, plan.migrationsTable);
   return applied !== undefined && plan.migrations.every((m) => applied.has(m.name));
 }
@@ -295,11 +310,15 @@ async function down(knex: Knex, config: Knex.MigratorConfig, plan: Plan): Promis
  * that would hold up its move).
  */
 export async function unlockMigrations(knex: Knex, options: Pick<MigrateOptions, 'schema' | 'migrationsTable'> = {}): Promise<void> {
-  const plan = planMigrations(knexFlavor(knex), { schema: options.schema, migrationsTable: options.migrationsTable, segments: false });
+  const plan = planMigrations(await engineOf(knexExecutor(knex)), {
+    schema: options.schema,
+    migrationsTable: options.migrationsTable,
+    segments: false,
+  });
   await knex.migrate.forceFreeMigrationsLock({ tableName: plan.migrationsTable, ...(plan.schema ? { schemaName: plan.schema } : {}) });
   const db = knexExecutor(knex);
   await dedupeMigrationLockRows(db, plan.schema, plan.migrationsTable);
-  if (!isPostgres(plan.flavor)) return;
+  if (plan.engine.namespaces !== 'schema') return;
   const legacy = await currentSchema(db);
   if (legacy === undefined || legacy === plan.schema) return;
   if ((await relationsIn(db, legacy, [`${plan.migrationsTable}_lock`])).size > 0) {

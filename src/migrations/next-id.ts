@@ -1,6 +1,6 @@
 /** Options and migrations for the Postgres next_id(): one schema (logical shard) per entry. */
 import type { Knex } from 'knex';
-import type { Flavor } from '../dialects/detect.js';
+import type { Engine } from '../dialects/engine.js';
 import { dropNextIdDefaults, nextIdDdl, nextIdDependents, readNextIdInstall } from '../dialects/next-id.js';
 import {
   checkMysqlNextIdServer,
@@ -116,10 +116,10 @@ export function resolveNextIdOptions(input: boolean | NextIdMigrateOptions | Nex
   return resolved;
 }
 
-export function nextIdMigrations(flavor: Flavor, opts: ResolvedNextId): IdleaseMigration[] {
-  if (flavor === 'mysql') return mysqlNextIdMigrations(opts);
+export function nextIdMigrations(engine: Engine, opts: ResolvedNextId): IdleaseMigration[] {
+  if (engine.nextId === 'ticker') return mysqlNextIdMigrations(engine, opts);
   const ddl = nextIdDdl(opts);
-  const refuseUp = (knex: Knex) => refuseChangedInstall(knex, flavor, opts);
+  const refuseUp = (knex: Knex) => refuseChangedInstall(knex, engine, opts);
   return [
     {
       name: `next_id:${opts.schema}`,
@@ -145,7 +145,7 @@ export function nextIdMigrations(flavor: Flavor, opts: ResolvedNextId): IdleaseM
 }
 
 /** MariaDB: one logical shard per database (dialects/next-id-mysql.ts), named `next_id`. */
-function mysqlNextIdMigrations(opts: ResolvedNextId): IdleaseMigration[] {
+function mysqlNextIdMigrations(engine: Engine, opts: ResolvedNextId): IdleaseMigration[] {
   const install = { shard: opts.shard, layout: opts.layout, gapMs: MYSQL_NEXT_ID_FAILOVER_GAP_MS };
   // The fence moves IDs made off the home server the gap ahead: the time field must hold it.
   const leftMs = 2 ** opts.layout.timeBits - 1 - (Date.now() - opts.layout.epochMs);
@@ -182,7 +182,7 @@ function mysqlNextIdMigrations(opts: ResolvedNextId): IdleaseMigration[] {
       },
       async refuseUp(knex) {
         await checkMysqlNextIdServer(knexExecutor(knex));
-        await refuseChangedInstall(knex, 'mysql', opts);
+        await refuseChangedInstall(knex, engine, opts);
       },
     },
     {
@@ -224,20 +224,22 @@ function attachedError(columns: readonly string[]): IdleaseError {
  * change an installed next_id() in place: a new layout or epoch would let new IDs meet old ones
  * (the same bits read another way), so it is refused with the ways that keep old IDs unique.
  */
-async function refuseChangedInstall(knex: Knex, flavor: Flavor, opts: ResolvedNextId): Promise<void> {
+async function refuseChangedInstall(knex: Knex, engine: Engine, opts: ResolvedNextId): Promise<void> {
   const db = knexExecutor(knex);
-  const installed = flavor === 'mysql' ? await readMysqlNextIdState(db) : await readNextIdInstall(db, opts.schema);
+  // One shard per database where next_id() is a ticker (MariaDB), per schema where it is a function.
+  const perDatabase = engine.nextId === 'ticker';
+  const installed = perDatabase ? await readMysqlNextIdState(db) : await readNextIdInstall(db, opts.schema);
   if (installed === undefined) return;
   const a = installed.layout;
   const b = opts.layout;
   const sameLayout =
     a.timeBits === b.timeBits && a.shardBits === b.shardBits && a.sequenceBits === b.sequenceBits && a.epochMs === b.epochMs;
   if (sameLayout && installed.shard === opts.shard) return;
-  const where = flavor === 'mysql' ? 'this database' : `schema ${opts.schema}`;
+  const where = perDatabase ? 'this database' : `schema ${opts.schema}`;
   const layoutText = (l: IdLayout) => `${l.timeBits}/${l.shardBits}/${l.sequenceBits} bits, epoch ${new Date(l.epochMs).toISOString()}`;
   const flags = (l: IdLayout, shard: number) =>
     `--shard ${shard} --time-bits ${l.timeBits} --shard-bits ${l.shardBits} --sequence-bits ${l.sequenceBits} --epoch ${new Date(l.epochMs).toISOString()}`;
-  const schemaFlag = flavor === 'mysql' ? '' : ` --next-id-schema ${opts.schema}`;
+  const schemaFlag = perDatabase ? '' : ` --next-id-schema ${opts.schema}`;
   const have = `next_id() in ${where} is installed with shard ${installed.shard}, layout ${layoutText(a)}; this asks for shard ${opts.shard}, layout ${layoutText(b)}. migrate does not change an installed next_id().`;
   if (sameLayout) {
     // Only the shard differs: IDs with another shard field never equal the old ones, so a
@@ -256,10 +258,10 @@ async function refuseChangedInstall(knex: Knex, flavor: Flavor, opts: ResolvedNe
   }
   throw new IdleaseError(
     'MIGRATION_FAILED',
-    `${have} A new layout or epoch would read the same bits another way, and new IDs could equal old ones. Keep the installed layout (leave the layout options out, or give ${layoutText(a)}), or install the new layout ${flavor === 'mysql' ? 'in another database' : 'in another schema'} for new tables.`,
+    `${have} A new layout or epoch would read the same bits another way, and new IDs could equal old ones. Keep the installed layout (leave the layout options out, or give ${layoutText(a)}), or install the new layout ${perDatabase ? 'in another database' : 'in another schema'} for new tables.`,
     {
       cli: {
-        message: `${have} A new layout or epoch would read the same bits another way, and new IDs could equal old ones. Keep the installed one: \`{idlease} migrate --no-segments --next-id${schemaFlag} ${flags(a, installed.shard)}\`, or install the new layout ${flavor === 'mysql' ? 'in another database' : 'with another --next-id-schema'} for new tables.`,
+        message: `${have} A new layout or epoch would read the same bits another way, and new IDs could equal old ones. Keep the installed one: \`{idlease} migrate --no-segments --next-id${schemaFlag} ${flags(a, installed.shard)}\`, or install the new layout ${perDatabase ? 'in another database' : 'with another --next-id-schema'} for new tables.`,
       },
     },
   );

@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
-import { ownObjectName, type Flavor } from '../dialects/detect.js';
+import { ownObjectName } from '../dialects/detect.js';
+import type { Engine } from '../dialects/engine.js';
 import { knexExecutor } from '../drivers/knex.js';
 import {
   lastIssuedTicket,
@@ -86,14 +87,14 @@ export function resolveTicketsOptions(input: boolean | TicketsMigrateOptions | u
 }
 
 export function ticketsMigrations(
-  flavor: Flavor,
+  engine: Engine,
   schema: string | undefined,
   opts: ResolvedTickets,
   dropState = false,
 ): IdleaseMigration[] {
   return opts.sequences.flatMap((sequence) => {
     const ref = { schema, sequence };
-    const ddl = ticketsDdl(flavor, ref, {
+    const ddl = ticketsDdl(engine.sql, ref, {
       engine: opts.engine,
       increment: opts.increment,
       offset: opts.offset,
@@ -105,7 +106,7 @@ export function ticketsMigrations(
       const last = await lastIssuedTicket(knexExecutor(knex), ref);
       if (last === undefined) return;
       throw stateLossError(
-        `the ticket ${flavor === 'mysql' ? 'table' : 'sequence'} ${ownObjectName(flavor, schema, ticketObjectName(sequence))}`,
+        `the ticket ${engine.ticketCounter} ${ownObjectName(engine.sql, schema, ticketObjectName(sequence))}`,
         `its counter has issued tickets up to ${last}`,
       );
     };

@@ -1,5 +1,5 @@
 /** Operator repairs for an installed next_id(); SQL in dialects/next-id.ts. */
-import { isPostgres } from '../dialects/detect.js';
+import { declaredEngine } from '../dialects/engine.js';
 import { typedConnectionErrors } from '../dialects/connection-errors.js';
 import { bumpNextIdSequence, type NextIdBumpResult } from '../dialects/next-id.js';
 import { executorFor, type KnexOrPool } from '../drivers/index.js';
@@ -28,7 +28,7 @@ const MAX_AHEAD_MS = 86_400_000;
  */
 export async function bumpNextId(db: KnexOrPool, options: BumpNextIdOptions): Promise<NextIdBumpResult> {
   const exec = executorFor(db);
-  if (!isPostgres(exec.flavor)) {
+  if (declaredEngine(exec).nextId !== 'function') {
     throw new IdleaseError(
       'BAD_CONFIG',
       'bumpNextId applies to PostgreSQL and PGlite; this database is MySQL/MariaDB, where a promoted server is made home by its ticker or by next-id attach, which jumps its sequence past what the old primary can have issued (docs/next-id.md).',

@@ -6,7 +6,7 @@
  * function is refused there; dialects/next-id-mysql.ts). `form: 'call'` keeps PostgreSQL's old
  * `DEFAULT <schema>.next_id()`. `detach` drops the DEFAULT; `status` reports the install.
  */
-import { isPostgres } from '../dialects/detect.js';
+import { declaredEngine, type Engine } from '../dialects/engine.js';
 import { typedConnectionErrors } from '../dialects/connection-errors.js';
 import {
   nextIdCall,
@@ -36,7 +36,6 @@ import {
   setMysqlColumnDefault,
   type MysqlNextIdState,
 } from '../dialects/next-id-mysql.js';
-import { quoteIdent } from '../dialects/flavor.js';
 import type { SqlExecutor } from '../dialects/sql.js';
 import { executorFor, type KnexOrPool } from '../drivers/index.js';
 import { IdleaseError } from '../errors.js';
@@ -75,6 +74,8 @@ export interface NextIdAttachment {
 
 export interface NextIdStatus {
   readonly engine: 'postgres' | 'mariadb';
+  /** What `schema` names: a schema inside the database (PostgreSQL) or the database itself (MariaDB). */
+  readonly namespace: 'schema' | 'database';
   /** PostgreSQL: the schema; MariaDB: the database. */
   readonly schema: string;
   readonly shard: number;
@@ -100,17 +101,17 @@ export interface NextIdStatus {
   readonly failoverGapMs?: number;
 }
 
-function tableParts(table: unknown, postgres: boolean): { name: string; quoted: string; text: string } {
+function tableParts(table: unknown, engine: Engine): { name: string; quoted: string; text: string } {
   if (typeof table !== 'string')
     throw new IdleaseError('BAD_ARGUMENT', `table must be a table name such as 'orders', got ${String(table)}.`);
   const parts = table.split('.');
-  if (parts.length === 2 && postgres) {
+  if (parts.length === 2 && engine.namespaces === 'schema') {
     const s = validateUserIdentifier(parts[0], 'table (schema part)');
     const t = validateUserIdentifier(parts[1], 'table');
-    return { name: t, quoted: `${quoteIdent('postgres', s)}.${quoteIdent('postgres', t)}`, text: `${s}.${t}` };
+    return { name: t, quoted: `${engine.quote(s)}.${engine.quote(t)}`, text: `${s}.${t}` };
   }
   const t = validateUserIdentifier(table, 'table');
-  return { name: t, quoted: quoteIdent(postgres ? 'postgres' : 'mysql', t), text: t };
+  return { name: t, quoted: engine.quote(t), text: t };
 }
 
 async function requirePostgresInstall(db: SqlExecutor, schema: string) {
@@ -167,8 +168,11 @@ function refuseSchemaOnMysql(schema: string | undefined): void {
 /** Make `table.column` take next_id() on insert. Idempotent. */
 export async function attachNextId(db: KnexOrPool, options: AttachNextIdOptions): Promise<NextIdAttachment> {
   const exec = executorFor(db);
-  const postgres = isPostgres(exec.flavor);
-  const t = tableParts(options?.table, postgres);
+  // The driver's engine (the server's answer once asked): the options are checked before any statement.
+  const engine = declaredEngine(exec);
+  // next_id() as a function (PostgreSQL) is attached per schema; as a ticker (MariaDB) per database.
+  const postgres = engine.nextId === 'function';
+  const t = tableParts(options?.table, engine);
   const column = validateUserIdentifier(options.column ?? 'id', 'column');
   const form = options.form ?? 'expression';
   if (form !== 'expression' && form !== 'call') {
@@ -292,8 +296,11 @@ function refuseColumn(table: string, column: string, shape: { bigint: boolean; a
 /** Drop next_id() from `table.column`'s DEFAULT (the column and its data stay). */
 export async function detachNextId(db: KnexOrPool, options: AttachNextIdOptions): Promise<NextIdAttachment> {
   const exec = executorFor(db);
-  const postgres = isPostgres(exec.flavor);
-  const t = tableParts(options?.table, postgres);
+  // The driver's engine (the server's answer once asked): the options are checked before any statement.
+  const engine = declaredEngine(exec);
+  // next_id() as a function (PostgreSQL) is attached per schema; as a ticker (MariaDB) per database.
+  const postgres = engine.nextId === 'function';
+  const t = tableParts(options?.table, engine);
   const column = validateUserIdentifier(options.column ?? 'id', 'column');
   return typedConnectionErrors(async () => {
     if (postgres) {
@@ -332,12 +339,13 @@ function notAttached(table: string, column: string): IdleaseError {
 export async function nextIdStatus(db: KnexOrPool, options: { schema?: string } = {}): Promise<NextIdStatus> {
   const exec = executorFor(db);
   return typedConnectionErrors(async () => {
-    if (isPostgres(exec.flavor)) {
+    if (declaredEngine(exec).nextId === 'function') {
       const schema = validateIdentifier(options.schema ?? 'public', 'schema');
       const installed = await requirePostgresInstall(exec, schema);
       const attached = await nextIdDependents(exec, schema);
       return Object.freeze({
         engine: 'postgres' as const,
+        namespace: 'schema' as const,
         schema,
         shard: installed.shard,
         layout: layoutOf(installed.layout),
@@ -351,6 +359,7 @@ export async function nextIdStatus(db: KnexOrPool, options: { schema?: string } 
     const database = String((await exec.run('SELECT DATABASE()', [])).rows[0]?.[0]);
     return Object.freeze({
       engine: 'mariadb' as const,
+      namespace: 'database' as const,
       schema: database,
       shard: state.shard,
       layout: layoutOf(state.layout),

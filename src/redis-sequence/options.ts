@@ -1,6 +1,6 @@
 import { IdleaseError } from '../errors.js';
 import { ACCEPTED_POOLS, executorFor } from '../drivers/index.js';
-import { ownSchema } from '../dialects/detect.js';
+import { engineOf } from '../dialects/engine.js';
 import { readInstallId } from '../dialects/install.js';
 import {
   DATABASE_KEYS,
@@ -121,6 +121,6 @@ function ownerReader(options: RedisSequenceOptions, db: ResolvedSegmentOptions):
   const exec = executorFor(options.knex ?? options.pool, options.knex !== undefined ? 'knex' : 'pool');
   return async () => {
     const id = await readInstallId(exec, db.schema, db.statementTimeoutMs);
-    return `${id}/${ownSchema(exec.flavor, db.schema) ?? ''}.${db.table}/${db.tag}`;
+    return `${id}/${db.schema ?? (await engineOf(exec)).defaultSchema ?? ''}.${db.table}/${db.tag}`;
   };
 }

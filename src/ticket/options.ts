@@ -1,5 +1,5 @@
 /** createTicketAllocator's options: checked, defaulted and frozen; each server turned into a TicketSource. */
-import { isPostgres } from '../dialects/detect.js';
+import { declaredEngine } from '../dialects/engine.js';
 import type { SqlExecutor } from '../dialects/sql.js';
 import { executorFor, mysqlSettingsOf, type KnexLike } from '../drivers/index.js';
 import { IdleaseError } from '../errors.js';
@@ -102,7 +102,8 @@ function sourceOf(s: TicketServerOptions, i: number, o: Scalars): TicketSource {
   }
   const { handle, option, db } = serverHandle(s, `servers[${i}]`);
   const ref = { schema: o.schema, sequence: o.sequence };
-  if (isPostgres(db.flavor)) return postgresTicketSource(db, ref);
+  // A sequence draws on the app's own pool; a counter table on sessions of idlease's own (the pair is session state).
+  if (declaredEngine(db).ticketCounter === 'sequence') return postgresTicketSource(db, ref);
   if (o.schema !== undefined)
     throw new IdleaseError('BAD_CONFIG', 'schema applies to PostgreSQL only; on MySQL the connection’s database is used.');
   return mysqlTicketSource(mysqlSettingsOf(handle, option), {

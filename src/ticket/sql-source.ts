@@ -15,6 +15,7 @@ import {
   type TicketRef,
   type TicketScheme,
 } from '../dialects/tickets.js';
+import { declaredEngine } from '../dialects/engine.js';
 import type { SqlExecutor } from '../dialects/sql.js';
 import { mysqlSessionPool } from '../drivers/mysql-sessions.js';
 import type { TicketSource } from './source.js';
@@ -31,7 +32,7 @@ export interface SqlTicketSourceOptions {
 
 /** PostgreSQL: nextval holds no session state, so the app's handle serves every call. */
 export function postgresTicketSource(db: SqlExecutor, ref: TicketRef): TicketSource {
-  const draw = ticketDraw(db.flavor, ref);
+  const draw = ticketDraw(declaredEngine(db).sql, ref);
   return Object.freeze({
     draw: (scheme: TicketScheme) => draw(db, scheme.generation),
     readScheme: () => readScheme(db, ref),
