@@ -3,7 +3,8 @@
  * either way for `idleTimeoutMs` is closed and counted (shed, reason idle_timeout); one that
  * keeps moving bytes is not. The guard keeps this deadline with its one timer per socket (node's
  * own `server.timeout`, re-armed on every read and write, is off), so it is tested here on real
- * sockets: a net.Server whose sockets the guard admits and marks busy, as serve's limiter does.
+ * sockets: a net.Server whose sockets the guard admits and marks busy, as serve's limiter does
+ * (here, not in test/unit: the unit tests run with no network, not even loopback).
  */
 import net from 'node:net';
 import { pino } from 'pino';
