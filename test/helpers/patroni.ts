@@ -163,7 +163,20 @@ async function query<T extends pg.QueryResultRow>(port: number, sql: string): Pr
   }
 }
 
+/**
+ * Start a cluster; a start that fails (its error ends with the tail of each node's Patroni log) is
+ * tried once more in a new directory on new ports, after everything the first try started is stopped.
+ */
 export async function startPatroniCluster(options: { nodes?: number; synchronousMode?: boolean } = {}): Promise<PatroniCluster> {
+  try {
+    return await startPatroniClusterOnce(options);
+  } catch (err) {
+    process.stderr.write(`patroni: the cluster did not start: ${String((err as Error).message)}\npatroni: trying once more\n`);
+    return await startPatroniClusterOnce(options);
+  }
+}
+
+async function startPatroniClusterOnce(options: { nodes?: number; synchronousMode?: boolean }): Promise<PatroniCluster> {
   const etcdBin = requireBinary('etcd', ['/usr/bin/etcd']);
   const patroniBin = requireBinary('patroni', ['/usr/bin/patroni']);
   const patronictlBin = requireBinary('patronictl', ['/usr/bin/patronictl']);
@@ -335,7 +348,14 @@ export async function startPatroniCluster(options: { nodes?: number; synchronous
         const streaming = rows.filter((r) => r.state === 'streaming');
         const sync = (await ctl(['show-config']).catch(() => '')).includes('synchronous_mode: true');
         if (streaming.length >= count && (!sync || streaming.some((r) => r.sync_state === 'sync'))) return;
-        if (Date.now() > deadline) throw new Error(`${count} streaming replicas not there within ${timeoutMs} ms: ${JSON.stringify(rows)}`);
+        if (Date.now() > deadline)
+          throw new Error(
+            `${count} streaming replicas not there within ${timeoutMs} ms: ${JSON.stringify(rows)}; ` +
+              nodes
+                .filter((n) => n !== leader)
+                .map((n) => `\n--- ${n.name}.log (tail) ---\n${tail(path.join(dir, `${n.name}.log`), 1_500)}`)
+                .join(''),
+          );
         await sleep(300);
       }
     };

@@ -24,6 +24,7 @@ import { tmpdir } from 'node:os';
 import net from 'node:net';
 import path from 'node:path';
 import pg from 'pg';
+import { freePort } from './ports.js';
 import { waitFor } from './wait.js';
 
 export interface ServerInstance {
@@ -41,15 +42,8 @@ export interface ServerInstance {
   pid?(): number | undefined;
 }
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      srv.close(() => (typeof addr === 'object' && addr ? resolve(addr.port) : reject(new Error('no port'))));
-    });
-  });
-}
+// Ports from below the ephemeral range, claimed across test processes (test/helpers/ports.ts).
+export { freePort };
 
 export async function waitForPort(port: number, timeoutMs = 30_000): Promise<void> {
   const accepts = () =>
