@@ -6,10 +6,10 @@
  *
  *   node --import tsx test/chaos/next-id-worker.ts '<json config>'
  */
-import { existsSync } from 'node:fs';
 import { connect } from '../../src/connect.js';
 import { withDeadline } from '../../src/runtime/deadline.js';
 import { idFile } from '../helpers/id-file.js';
+import { stopRequested } from '../helpers/stop-file.js';
 
 interface Config {
   url: string;
@@ -26,7 +26,7 @@ const sql = mysql
   : `INSERT INTO ${cfg.table} (w) VALUES ${rows} RETURNING id::text AS id`;
 const ids = idFile(cfg.out, 200);
 let failed = 0;
-for (let round = 0; !(round % 16 === 0 && existsSync(cfg.stopFile)); round++) {
+for (let round = 0; !(round % 16 === 0 && stopRequested(cfg.stopFile)); round++) {
   try {
     const r = (await withDeadline(knex.raw(sql), 3_000, 'insert')) as unknown;
     const got = (mysql ? (r as [Array<{ id: string }>])[0] : (r as { rows: Array<{ id: string }> }).rows).map((x) => BigInt(x.id));

@@ -12,6 +12,7 @@ import { closeSync, existsSync, openSync, writeSync } from 'node:fs';
 import { connect } from '../../src/connect.js';
 import { isIdleaseError } from '../../src/errors.js';
 import { createSegmentAllocator } from '../../src/segment/index.js';
+import { stopRequested } from '../helpers/stop-file.js';
 
 interface WorkerConfig {
   url: string;
@@ -53,7 +54,7 @@ const alloc = createSegmentAllocator({
 });
 const fd = openSync(cfg.out, 'w');
 // (A stop file ends the wait too: no worker outlives a test that failed before its go.)
-while (cfg.goFile && !existsSync(cfg.goFile) && !existsSync(cfg.stopFile)) await new Promise((r) => setTimeout(r, 5));
+while (cfg.goFile && !existsSync(cfg.goFile) && !stopRequested(cfg.stopFile)) await new Promise((r) => setTimeout(r, 5));
 const buf = new BigInt64Array(256);
 let n = 0;
 let ids = 0;
@@ -70,7 +71,7 @@ const flush = () => {
 // draws slowly (a loaded machine starves one Galera node) went 300 ms without reaching a 64th
 // round, missed the mark before its node was killed, and the test read no count for it.
 let markLookedAt = performance.now();
-for (let round = 0; !(round % 64 === 0 && existsSync(cfg.stopFile)); round++) {
+for (let round = 0; !(round % 64 === 0 && stopRequested(cfg.stopFile)); round++) {
   if (idsAtMark === undefined && cfg.markFile && (round % 64 === 0 || performance.now() - markLookedAt > 20)) {
     markLookedAt = performance.now();
     if (existsSync(cfg.markFile)) idsAtMark = ids;

@@ -13,6 +13,7 @@ import { connect } from '../../src/connect.js';
 import { isIdleaseError } from '../../src/errors.js';
 import { createSnowflakeAllocator } from '../../src/snowflake/index.js';
 import { SNOWFLAKE_HA_LAYOUT } from './snowflake-ha-layout.js';
+import { stopRequested } from '../helpers/stop-file.js';
 
 interface WorkerConfig {
   url: string;
@@ -48,11 +49,11 @@ const alloc = createSnowflakeAllocator({
 });
 const fd = openSync(cfg.out, 'w');
 // (A stop file ends the wait too: no worker outlives a test that failed before its go.)
-while (cfg.goFile && !existsSync(cfg.goFile) && !existsSync(cfg.stopFile)) await new Promise((r) => setTimeout(r, 5));
+while (cfg.goFile && !existsSync(cfg.goFile) && !stopRequested(cfg.stopFile)) await new Promise((r) => setTimeout(r, 5));
 let ids = 0;
 let untyped = 0;
 const errors: Record<string, number> = {};
-while (!existsSync(cfg.stopFile)) {
+while (!stopRequested(cfg.stopFile)) {
   try {
     const batch = await alloc.nextBatch(16);
     writeSync(fd, new Uint8Array(new BigInt64Array(batch).buffer));

@@ -8,12 +8,13 @@
  *
  *   node --import tsx test/redis/redis-cluster-worker.ts '<json config>'
  */
-import { closeSync, existsSync, openSync, writeSync } from 'node:fs';
+import { closeSync, openSync, writeSync } from 'node:fs';
 import { createClient, createCluster } from 'redis';
 import { Cluster, Redis } from 'ioredis';
 import { connect } from '../../src/connect.js';
 import { createRedisSequence } from '../../src/redis-sequence/index.js';
 import { isIdleaseError } from '../../src/errors.js';
+import { stopRequested } from '../helpers/stop-file.js';
 
 interface WorkerConfig {
   dbUrl: string;
@@ -112,7 +113,7 @@ async function drawTag(tag: string): Promise<void> {
     }
   };
   let lastOk = Date.now();
-  for (let round = 0; !(round % 16 === 0 && existsSync(cfg.stopFile)); round++) {
+  for (let round = 0; !(round % 16 === 0 && stopRequested(cfg.stopFile)); round++) {
     const t0 = performance.now();
     try {
       if (round % 8 === 0) for (const id of await seq.nextBatch(1 + (round % 23))) put(id);

@@ -6,13 +6,13 @@
  *
  *   node --import tsx test/redis/redis-worker.ts '<json config>'
  */
-import { existsSync } from 'node:fs';
 import { idFile } from '../helpers/id-file.js';
 import { createClient, createSentinel } from 'redis';
 import { Redis } from 'ioredis';
 import { connect } from '../../src/connect.js';
 import { createRedisSequence } from '../../src/redis-sequence/index.js';
 import { isIdleaseError } from '../../src/errors.js';
+import { stopRequested } from '../helpers/stop-file.js';
 
 interface WorkerConfig {
   dbUrl: string;
@@ -98,7 +98,7 @@ const ids = idFile(cfg.out, 256);
 const errors: Record<string, number> = {};
 // The longest call, from its start to its answer or its error: every call must settle within its bound.
 let maxCallMs = 0;
-for (let round = 0; ids.count < cfg.count && !(round % 64 === 0 && cfg.stopFile && existsSync(cfg.stopFile)); round++) {
+for (let round = 0; ids.count < cfg.count && !(round % 64 === 0 && cfg.stopFile && stopRequested(cfg.stopFile)); round++) {
   const t0 = performance.now();
   try {
     if (round % 8 === 0) {
