@@ -10,7 +10,10 @@
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import {
   appendFileSync,
+  closeSync,
   copyFileSync,
+  openSync,
+  readFileSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
@@ -95,6 +98,40 @@ async function startOrDestroy<T extends ServerInstance>(inst: T): Promise<T> {
   return inst;
 }
 
+/** The last `chars` of a server's log, or a note that there is none. */
+function logTail(file: string, chars = 2_000): string {
+  try {
+    return readFileSync(file, 'utf8').slice(-chars).trim() || '(empty)';
+  } catch {
+    return '(no log)';
+  }
+}
+
+/**
+ * Wait for `ready`; a server process that exits first (a port taken meanwhile, a bad setting)
+ * fails the start at once, and a start that times out says so too, each with its log's tail.
+ */
+async function untilReady(child: ChildProcess, ready: () => Promise<unknown>, what: string, logFile: string): Promise<void> {
+  let onExit: (code: number | null, signal: NodeJS.Signals | null) => void = () => undefined;
+  const exited = new Promise<never>((_, reject) => {
+    onExit = (code, signal) =>
+      reject(new Error(`${what} exited (${code ?? signal}) before it accepted connections; its log ends:\n${logTail(logFile)}`));
+    if (child.exitCode !== null || child.signalCode !== null) onExit(child.exitCode, child.signalCode);
+    else child.once('exit', onExit);
+  });
+  try {
+    await Promise.race([ready(), exited]);
+    // Ready, but another process's listener may have answered on the port: the server must be alive.
+    if (child.exitCode !== null || child.signalCode !== null) onExit(child.exitCode, child.signalCode);
+    await Promise.race([Promise.resolve(), exited]);
+  } catch (e) {
+    if (e instanceof Error && !e.message.includes('its log ends')) e.message += `\n${what}'s log ends:\n${logTail(logFile)}`;
+    throw e;
+  } finally {
+    child.removeListener('exit', onExit);
+  }
+}
+
 function which(bin: string, candidates: string[]): string {
   for (const c of candidates) if (existsSync(c)) return c;
   throw new Error(`${bin} not found (looked in ${candidates.join(', ')}). Install it: bash scripts/ensure-databases.sh`);
@@ -159,8 +196,16 @@ export async function startMariadb(args: string[] = [], env: Record<string, stri
         ],
         { stdio: 'ignore', env: { ...process.env, ...env } },
       );
-      await waitForPort(port);
-      runTool('mariadb', ['-h127.0.0.1', `-P${port}`, '-uroot', '-e', 'CREATE DATABASE IF NOT EXISTS test']);
+      await untilReady(
+        child,
+        async () => {
+          await waitForPort(port);
+          // A bounded wait: what answered on the port may not be this server.
+          runTool('mariadb', ['-h127.0.0.1', `-P${port}`, '-uroot', '--connect-timeout=10', '-e', 'CREATE DATABASE IF NOT EXISTS test']);
+        },
+        `mariadbd on port ${port}`,
+        path.join(dir, 'error.log'),
+      );
     },
     async stop() {
       child?.kill('SIGTERM');
@@ -364,6 +409,7 @@ export async function startPostgres(options: PostgresOptions = {}): Promise<Post
   if (options.hba) writeFileSync(path.join(dir, 'pg_hba.conf'), options.hba.join('\n') + '\n');
   for (const cidr of options.trustNetworks ?? []) appendFileSync(path.join(dir, 'pg_hba.conf'), `host all all ${cidr} trust\n`);
   let child: ChildProcess | undefined;
+  const logFile = `${dir}.log`;
   const killNow = () => {
     try {
       run('pg_ctl', ['-D', dir, '-m', 'immediate', '-w', 'stop']);
@@ -371,6 +417,7 @@ export async function startPostgres(options: PostgresOptions = {}): Promise<Post
       /* not running */
     }
     rmSync(dir, { recursive: true, force: true });
+    rmSync(logFile, { force: true });
   };
   running.add(killNow);
   const inst: PostgresInstance = {
@@ -382,17 +429,26 @@ export async function startPostgres(options: PostgresOptions = {}): Promise<Post
         `${k}=${v}`,
       ]);
       const command = [...(options.wrapper ?? []), path.join(binDir, 'postgres'), '-D', dir, '-p', String(port), '-k', dir, ...settings];
+      // The server's own words (a port in use, a bad setting) go to a log beside its data directory.
+      const log = openSync(logFile, 'a');
       child = asPostgres
-        ? spawn('runuser', ['-u', 'postgres', '--', ...command], { stdio: 'ignore' })
-        : spawn(command[0]!, command.slice(1), { stdio: 'ignore' });
+        ? spawn('runuser', ['-u', 'postgres', '--', ...command], { stdio: ['ignore', log, log] })
+        : spawn(command[0]!, command.slice(1), { stdio: ['ignore', log, log] });
+      closeSync(log);
       // The port opens a moment before startup completes, and a standby says "starting up" until it
       // has replayed to a consistent point (a copy made without pg_basebackup fetches that WAL from
       // the primary after it starts): wait until the server lets a client in, not a fixed while.
-      await waitFor(() => postgresAccepts(port), {
-        timeoutMs: options.startTimeoutMs ?? 30_000,
-        intervalMs: 100,
-        what: `postgres on port ${port} to accept connections`,
-      });
+      await untilReady(
+        child,
+        () =>
+          waitFor(() => postgresAccepts(port), {
+            timeoutMs: options.startTimeoutMs ?? 30_000,
+            intervalMs: 100,
+            what: `postgres on port ${port} to accept connections`,
+          }),
+        `postgres on port ${port}`,
+        logFile,
+      );
     },
     async stop() {
       try {
@@ -413,6 +469,7 @@ export async function startPostgres(options: PostgresOptions = {}): Promise<Post
     async destroy() {
       await inst.stop();
       rmSync(dir, { recursive: true, force: true });
+      rmSync(logFile, { force: true });
       running.delete(killNow);
     },
     async promote() {
