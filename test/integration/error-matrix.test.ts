@@ -265,12 +265,18 @@ describe('error matrix: every command × every fault', () => {
     expect(res.err).not.toMatch(/createSegmentAllocator|addTag\(/);
   });
 
+  // An allocator that gets no answer within its wait ends in DB_UNAVAILABLE, whatever the fault: the
+  // wait must hold a first call's connect, version query and statement with every entry × fault
+  // running at once on a loaded machine (a fresh-clone CI on a slow day went past 1.5 s once: a
+  // snowflake claim on an unmigrated PostgreSQL).
+  const FIRST_CALL_WAIT_MS = 10_000;
+
   /** Library entry points: the first call of each, against each fault; always an IdleaseError. */
   const ENTRIES: Record<string, { oneShot: boolean; call: (knex: Knex) => Promise<unknown> }> = {
     'createSegmentAllocator().next()': {
       oneShot: false,
       call: async (knex) => {
-        const a = createSegmentAllocator({ knex, tag: 'order', waitTimeoutMs: 1500 });
+        const a = createSegmentAllocator({ knex, tag: 'order', waitTimeoutMs: FIRST_CALL_WAIT_MS });
         try {
           return await a.next();
         } finally {
@@ -281,7 +287,7 @@ describe('error matrix: every command × every fault', () => {
     'createTicketAllocator().next()': {
       oneShot: false,
       call: async (knex) => {
-        const a = createTicketAllocator({ servers: [{ knex, offset: 1 }], increment: 1, timeoutMs: 1500 });
+        const a = createTicketAllocator({ servers: [{ knex, offset: 1 }], increment: 1, timeoutMs: FIRST_CALL_WAIT_MS });
         try {
           return await a.next();
         } finally {
@@ -292,7 +298,7 @@ describe('error matrix: every command × every fault', () => {
     'createSnowflakeAllocator().next()': {
       oneShot: false,
       call: async (knex) => {
-        const a = createSnowflakeAllocator({ knex, group: 'matrix', waitTimeoutMs: 1500 });
+        const a = createSnowflakeAllocator({ knex, group: 'matrix', waitTimeoutMs: FIRST_CALL_WAIT_MS });
         try {
           return await a.next();
         } finally {
