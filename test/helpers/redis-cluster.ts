@@ -7,7 +7,6 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { startRedis, type RedisServer } from './redis.js';
-import { freePort } from './servers.js';
 
 const run = promisify(execFile);
 
@@ -41,9 +40,6 @@ export async function startRedisCluster(masters = 3, replicas = 1, password?: st
         await startRedis('none', [
           '--cluster-enabled',
           'yes',
-          // The bus port claimed like the client port (Redis's default, port + 10000, may be taken).
-          '--cluster-port',
-          String(await freePort()),
           '--cluster-config-file',
           'nodes.conf',
           '--cluster-node-timeout',

@@ -52,6 +52,9 @@ export async function startRedis(
   extra: string[] = [],
   env: Record<string, string> = {},
 ): Promise<RedisServer> {
+  // A cluster node's bus port is claimed like its client port (Redis's default, port + 10000, may
+  // be another server's or in the ephemeral range), once: a node restarted keeps it.
+  const bus = extra.includes('--cluster-enabled') && !extra.includes('--cluster-port') ? ['--cluster-port', String(await freePort())] : [];
   return spawnRedis(
     (port, dir) => [
       '--port',
@@ -66,6 +69,7 @@ export async function startRedis(
       'warning',
       ...PERSISTENCE_ARGS[persistence],
       ...extra,
+      ...bus,
     ],
     env,
   );
