@@ -92,6 +92,9 @@ async function startGaleraOnce(options: GaleraOptions): Promise<GaleraCluster> {
   const address = ports.map((p) => `127.0.0.1:${p.gcomm}`).join(',');
   const children: Array<ChildProcess | undefined> = [undefined, undefined, undefined];
   const dirs = ports.map((_, i) => path.join(root, `node${i + 1}`));
+  // Each node's tmpdir of its own: a starting mariadbd deletes every `#sql*` file in its tmpdir,
+  // which in the default /tmp are other servers' live temporary tables (servers.ts startMariadb).
+  const tmps = ports.map((_, i) => path.join(root, `tmp${i + 1}`));
   // As root, the joiner's rsync daemon would write as `nobody`: run the nodes as mysql instead.
   const user = process.getuid?.() === 0 ? 'mysql' : undefined;
   if (user) chmodSync(root, 0o755);
@@ -121,6 +124,7 @@ async function startGaleraOnce(options: GaleraOptions): Promise<GaleraCluster> {
     const args = [
       '--no-defaults',
       `--datadir=${dir}`,
+      `--tmpdir=${tmps[i]!}`,
       `--port=${p.sql}`,
       `--socket=${path.join(dir, 'mysqld.sock')}`,
       `--user=${user ?? 'root'}`,
@@ -230,12 +234,21 @@ async function startGaleraOnce(options: GaleraOptions): Promise<GaleraCluster> {
   };
 
   try {
-    for (const dir of dirs) {
-      mkdirSync(dir);
-      if (user) execFileSync('chown', [user, dir]);
+    for (const [i, dir] of dirs.entries()) {
+      for (const d of [dir, tmps[i]!]) {
+        mkdirSync(d);
+        if (user) execFileSync('chown', [user, d]);
+      }
       execFileSync(
         '/usr/bin/mariadb-install-db',
-        ['--no-defaults', `--datadir=${dir}`, `--user=${user ?? 'root'}`, '--auth-root-authentication-method=normal', '--skip-test-db'],
+        [
+          '--no-defaults',
+          `--datadir=${dir}`,
+          `--tmpdir=${tmps[i]!}`,
+          `--user=${user ?? 'root'}`,
+          '--auth-root-authentication-method=normal',
+          '--skip-test-db',
+        ],
         { stdio: 'ignore' },
       );
     }

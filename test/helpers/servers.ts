@@ -156,24 +156,34 @@ export async function startMariadb(args: string[] = [], env: Record<string, stri
   const mariadbd = which('mariadbd', ['/usr/sbin/mariadbd', '/usr/sbin/mysqld']);
   const installDb = which('mariadb-install-db', ['/usr/bin/mariadb-install-db', '/usr/bin/mysql_install_db']);
   const dir = mkdtempSync(path.join(tmpdir(), 'idlease-mariadb-'));
+  // A tmpdir of its own: a mariadbd that starts deletes every `#sql*` file in its tmpdir as its
+  // own leftovers, and with the default /tmp those were the live temporary tables of every other
+  // MariaDB on the machine (the shared server's query failed "Error on delete of
+  // '/tmp/#sql-temptable-….MAI'" while a test started a private one).
+  const tmp = `${dir}-tmp`;
+  mkdirSync(tmp);
+  const removeDirs = () => {
+    rmSync(dir, { recursive: true, force: true });
+    rmSync(tmp, { recursive: true, force: true });
+  };
   const port = await freePort();
   try {
     runTool(
       installDb,
-      ['--no-defaults', `--datadir=${dir}`, '--user=root', '--auth-root-authentication-method=normal', '--skip-test-db'],
+      ['--no-defaults', `--datadir=${dir}`, `--tmpdir=${tmp}`, '--user=root', '--auth-root-authentication-method=normal', '--skip-test-db'],
       () => {
         rmSync(dir, { recursive: true, force: true });
         mkdirSync(dir);
       },
     );
   } catch (e) {
-    rmSync(dir, { recursive: true, force: true });
+    removeDirs();
     throw e;
   }
   let child: ChildProcess | undefined;
   const killNow = () => {
     if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    rmSync(dir, { recursive: true, force: true });
+    removeDirs();
   };
   running.add(killNow);
   const inst: ServerInstance = {
@@ -185,6 +195,7 @@ export async function startMariadb(args: string[] = [], env: Record<string, stri
         [
           '--no-defaults',
           `--datadir=${dir}`,
+          `--tmpdir=${tmp}`,
           `--port=${port}`,
           `--socket=${path.join(dir, 'mysqld.sock')}`,
           '--user=root',
@@ -218,7 +229,7 @@ export async function startMariadb(args: string[] = [], env: Record<string, stri
     pid: () => child?.pid,
     async destroy() {
       await inst.stop();
-      rmSync(dir, { recursive: true, force: true });
+      removeDirs();
       running.delete(killNow);
     },
   };
