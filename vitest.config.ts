@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import { groupMarks } from './test/helpers/group-marks.js';
 
 // Files that kill, pause or fail over servers, load every core, or assert a latency bound run
 // one at a time after the rest, on a machine nothing else in the suite is loading.
@@ -70,7 +71,8 @@ export default defineConfig({
     env: { IDLEASE_ASSERT_STATE: '1' },
     // The JSON report feeds scripts/test-summary.mjs (tests per database) in CI; the unit run
     // writes its own (scripts/test-unit.mjs passes --outputFile.json).
-    reporters: ['default', 'json'],
+    // IDLEASE_GROUP_MARKS: .ci/run learns when the one-at-a-time group starts (test/helpers/group-marks.ts).
+    reporters: ['default', 'json', ...groupMarks(process.env.IDLEASE_GROUP_MARKS)],
     outputFile: { json: 'test-results/vitest.json' },
     projects: [
       {

@@ -387,14 +387,16 @@ describe('next_id() on PostgreSQL', () => {
       expect(decodeId(last, layout).timeMs).toBe((1n << 41n) - 1n);
       for (let i = 0; i < 2; i++) await expect(db.knex.raw('SELECT nid_full.next_id()')).rejects.toThrow(/maximum value/);
 
-      // A layout whose time field runs out 1.5 s from now: after that, next_id() raises instead of wrapping.
+      // A layout whose time field runs out 4 s from now: after that, next_id() raises instead of
+      // wrapping. (4 s, not less: the install and the first draw must come before it on a loaded machine.)
       const timeBits = 30;
-      const epoch = Date.now() - Number((1n << 30n) - 1n) + 1500;
+      const runsOutAt = Date.now() + 4_000;
+      const epoch = runsOutAt - Number((1n << 30n) - 1n);
       await install(db.knex, { schema: 'nid_clock', shard: 0, timeBits, epoch });
       const clockLayout: IdLayout = resolveLayout({ timeBits, epoch });
       const ok = toBigInt((await one(db.knex, 'SELECT nid_clock.next_id() AS id')).id);
       expect(decodeId(ok, clockLayout).timeMs).toBeLessThanOrEqual((1n << 30n) - 1n);
-      await sleep(2000);
+      await sleep(Math.max(0, runsOutAt - Date.now()) + 500);
       await expect(db.knex.raw('SELECT nid_clock.next_id()')).rejects.toThrow(/time field of nid_clock.next_id\(\) is exhausted/);
     },
   );
