@@ -5,7 +5,8 @@
 import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { REPO_ROOT, TSX_LOADER } from './cli.js';
+import { REPO_ROOT } from './cli.js';
+import { builtWorker } from './built-worker.js';
 
 const WORKER = path.join(REPO_ROOT, 'test/ha/segment-ha-worker.ts');
 
@@ -60,7 +61,7 @@ export function startHaWorker(
 }
 
 /**
- * Any HA worker program (`script`, run with tsx) that takes its JSON config (with `out`,
+ * Any HA worker program (`script`, bundled by builtWorker and run on dist/) that takes its JSON config (with `out`,
  * `stopFile` and `markFile` added) as argv[2], prints `first` once it has an ID and one JSON
  * line at the end: `done` resolves to that line plus its name and ID file.
  */
@@ -80,7 +81,7 @@ export function startHaProcess<R extends object>(
   const stopFile = path.join(dir, 'stop');
   const child = launch(
     process.execPath,
-    ['--import', TSX_LOADER, script, JSON.stringify({ ...cfg, out, stopFile, markFile: path.join(dir, 'mark') })],
+    [builtWorker(script), JSON.stringify({ ...cfg, out, stopFile, markFile: path.join(dir, 'mark') })],
     { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let stdout = '';

@@ -5,7 +5,8 @@
 import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { REPO_ROOT, TSX_LOADER } from './cli.js';
+import { REPO_ROOT } from './cli.js';
+import { builtWorker } from './built-worker.js';
 import { waitFor } from './wait.js';
 
 const WORKER = path.join(REPO_ROOT, 'test/redis/redis-worker.ts');
@@ -38,7 +39,7 @@ export function startRedisWorker(
   spawner: (command: string, args: readonly string[], options: SpawnOptions) => ChildProcess = spawn,
 ): RedisWorker {
   const out = path.join(dir, `${name}.bin`);
-  const child = spawner(process.execPath, ['--import', TSX_LOADER, WORKER, JSON.stringify({ ...cfg, out })], {
+  const child = spawner(process.execPath, [builtWorker(WORKER), JSON.stringify({ ...cfg, out })], {
     cwd: REPO_ROOT,
     stdio: ['ignore', 'pipe', 'pipe'],
   });

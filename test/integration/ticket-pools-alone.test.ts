@@ -9,7 +9,8 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate } from '../../src/migrations/migrate.js';
-import { REPO_ROOT, runNode, TSX_LOADER } from '../helpers/cli.js';
+import { REPO_ROOT, runNode } from '../helpers/cli.js';
+import { builtWorker } from '../helpers/built-worker.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 
 const FORBID_KNEX = pathToFileURL(path.join(REPO_ROOT, 'test/helpers/forbid-knex.mjs')).href;
@@ -24,7 +25,7 @@ interface Drawn {
 }
 
 function runWorker(config: Record<string, unknown>) {
-  return runNode(['--import', FORBID_KNEX, '--import', TSX_LOADER, WORKER, JSON.stringify(config)]);
+  return runNode(['--import', FORBID_KNEX, builtWorker(WORKER), JSON.stringify(config)]);
 }
 
 async function drawAlone(kind: string, dbs: TestDb[]): Promise<Drawn> {

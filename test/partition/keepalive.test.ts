@@ -11,7 +11,8 @@
  */
 import { execFileSync, type ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { REPO_ROOT, TSX_LOADER } from '../helpers/cli.js';
+import { REPO_ROOT } from '../helpers/cli.js';
+import { builtWorker } from '../helpers/built-worker.js';
 import { createPartitionNet, type Link, type PartitionNet } from '../helpers/partition.js';
 import type { ServerInstance } from '../helpers/servers.js';
 import { partitionServer } from './servers.js';
@@ -40,14 +41,10 @@ describe.each(['postgres', 'mysql'] as const)('TCP keepalive on an idle pooled c
 
   it('keepAliveMs closes the dead idle connection during the cut; keepalive off leaves it open; both pools answer after the heal', async () => {
     const start = (link: Link, keepAliveMs: number) => {
-      const child: ChildProcess = link.spawn(
-        process.execPath,
-        ['--import', TSX_LOADER, WORKER, JSON.stringify({ url: remoteUrl, keepAliveMs })],
-        {
-          cwd: REPO_ROOT,
-          stdio: ['pipe', 'pipe', 'pipe'],
-        },
-      );
+      const child: ChildProcess = link.spawn(process.execPath, [builtWorker(WORKER), JSON.stringify({ url: remoteUrl, keepAliveMs })], {
+        cwd: REPO_ROOT,
+        stdio: ['pipe', 'pipe', 'pipe'],
+      });
       const w = { link, child, log: '' };
       child.stdout!.on('data', (d: Buffer) => (w.log += d));
       child.stderr!.on('data', (d: Buffer) => (w.log += d));

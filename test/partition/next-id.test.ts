@@ -15,7 +15,8 @@ import path from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import type { Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { REPO_ROOT, TSX_LOADER } from '../helpers/cli.js';
+import { REPO_ROOT } from '../helpers/cli.js';
+import { builtWorker } from '../helpers/built-worker.js';
 import { createPartitionNet, type PartitionNet } from '../helpers/partition.js';
 import type { ServerInstance } from '../helpers/servers.js';
 import { connect } from '../../src/connect.js';
@@ -60,7 +61,7 @@ describe('next_id() inserts behind a partitionable link (PostgreSQL)', () => {
       const out = path.join(dir, `p${i}.txt`);
       writeFileSync(out, '');
       const cfg = { url: remoteUrl, schema: 'shard_1', who: `p${i}`, out, stopFile, statementTimeoutMs: STATEMENT_TIMEOUT_MS };
-      const child: ChildProcess = link.spawn(process.execPath, ['--import', TSX_LOADER, WORKER, JSON.stringify(cfg)], {
+      const child: ChildProcess = link.spawn(process.execPath, [builtWorker(WORKER), JSON.stringify(cfg)], {
         cwd: REPO_ROOT,
         stdio: ['ignore', 'pipe', 'pipe'],
       });

@@ -18,7 +18,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { REPO_ROOT, TSX_LOADER } from '../helpers/cli.js';
+import { REPO_ROOT } from '../helpers/cli.js';
+import { builtWorker } from '../helpers/built-worker.js';
 import { readIds } from '../helpers/ha-workers.js';
 import { createPartitionNet, type Link, type PartitionNet } from '../helpers/partition.js';
 import type { ServerInstance } from '../helpers/servers.js';
@@ -48,7 +49,7 @@ const CUT_MS = 16_000;
 const HEALED_WITHIN_MS = 3_000;
 /** A failed call may end this much past waitTimeoutMs: timers on a loaded 2-core machine. */
 const SLACK_MS = 500;
-/** How long any awaited step may take before the test fails with the logs (tsx start-up under load). */
+/** How long any awaited step may take before the test fails with the logs (worker start-up under load). */
 const STEP_MS = 20_000;
 
 interface Worker {
@@ -115,7 +116,7 @@ describe.each(['postgres', 'mysql'] as const)('snowflake holders behind a partit
       maxLeadMs: MAX_LEAD,
       waitTimeoutMs: WAIT,
     };
-    const child = link.spawn(process.execPath, ['--import', TSX_LOADER, WORKER, JSON.stringify(cfg)], { cwd: REPO_ROOT });
+    const child = link.spawn(process.execPath, [builtWorker(WORKER), JSON.stringify(cfg)], { cwd: REPO_ROOT });
     const w: Worker = { name, link, child, out, log: '' };
     child.stdout!.on('data', (d: Buffer) => (w.log += d));
     child.stderr!.on('data', (d: Buffer) => (w.log += d));
@@ -277,5 +278,5 @@ describe.each(['postgres', 'mysql'] as const)('snowflake holders behind a partit
         knexDestroyMs: summaries.map((s) => s.destroyMs),
       }),
     );
-  }, 90_000); // a 16 s cut, tsx start-up of three processes under load, and a bounded wait per step
+  }, 90_000); // a 16 s cut, start-up of three workers under load, and a bounded wait per step
 });

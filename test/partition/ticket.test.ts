@@ -14,7 +14,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { REPO_ROOT, TSX_LOADER } from '../helpers/cli.js';
+import { REPO_ROOT } from '../helpers/cli.js';
+import { builtWorker } from '../helpers/built-worker.js';
 import { readIds } from '../helpers/ha-workers.js';
 import { createPartitionNet, type Link, type PartitionNet } from '../helpers/partition.js';
 import type { ServerInstance } from '../helpers/servers.js';
@@ -26,7 +27,7 @@ import { sleep } from '../helpers/wait.js';
 const WORKER = path.join(REPO_ROOT, 'test/partition/ticket-worker.ts');
 const BOUNDS = { statementTimeoutMs: 1_000, timeoutMs: 3_000, backoffMaxMs: 1_000 };
 const CUT_MS = 5_000;
-/** Timers and tsx processes on a loaded 2-core machine. */
+/** Timers and worker processes on a loaded 2-core machine. */
 const SLACK_MS = 500;
 /**
  * Back in the rotation after the heal within: a probe caught in flight by the heal (its connect
@@ -76,7 +77,7 @@ describe('ticket allocators with one of two servers behind a partition (MariaDB)
     const workers = pnet.links.map((link: Link, i) => {
       const out = path.join(dir, `p${i}.bin`);
       const cfg = { urls: remoteUrls, out, stopFile, callers: 4, ...BOUNDS };
-      const child = link.spawn(process.execPath, ['--import', TSX_LOADER, WORKER, JSON.stringify(cfg)], {
+      const child = link.spawn(process.execPath, [builtWorker(WORKER), JSON.stringify(cfg)], {
         cwd: REPO_ROOT,
         stdio: ['ignore', 'pipe', 'pipe'],
       });

@@ -16,7 +16,8 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { startRedisCluster, type RedisCluster } from '../helpers/redis-cluster.js';
 import { countIds } from '../helpers/redis-workers.js';
-import { REPO_ROOT, runCli, TSX_LOADER } from '../helpers/cli.js';
+import { REPO_ROOT, runCli } from '../helpers/cli.js';
+import { builtWorker } from '../helpers/built-worker.js';
 import { startServe } from '../helpers/serve-process.js';
 import { migrate } from '../../src/migrations/migrate.js';
 import { addTag } from '../../src/segment/admin.js';
@@ -75,14 +76,10 @@ function startWorker(name: string, dir: string, client: 'node-redis' | 'ioredis'
     waitTimeoutMs: WAIT_MS,
     commandTimeoutMs: COMMAND_MS,
   };
-  const child = spawn(
-    process.execPath,
-    ['--import', TSX_LOADER, path.join(REPO_ROOT, 'test/redis/redis-cluster-worker.ts'), JSON.stringify(cfg)],
-    {
-      cwd: REPO_ROOT,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
+  const child = spawn(process.execPath, [builtWorker('test/redis/redis-cluster-worker.ts'), JSON.stringify(cfg)], {
+    cwd: REPO_ROOT,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   children.push(child);
   const w: Worker = { name, out, progress: {}, done: undefined as unknown as Promise<Summary> };
   let stdout = '';
@@ -142,7 +139,7 @@ it('3 masters + 3 replicas, 4 processes (2 per client library), 8 tags: a master
     await sleep(300);
     return snap(ws);
   };
-  // Four tsx processes starting on a loaded 2-core machine: their start is not what is measured.
+  // Four worker processes starting on a loaded 2-core machine: their start is not what is measured.
   await untilAllDraw(
     ws,
     ws.map(() => ({})),

@@ -9,7 +9,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { CLI_BIN, REPO_ROOT, TSX_LOADER } from '../helpers/cli.js';
+import { CLI_BIN, REPO_ROOT } from '../helpers/cli.js';
+import { builtWorker } from '../helpers/built-worker.js';
 
 const LIB = path.join(REPO_ROOT, 'test/stress/embedded-lib-worker.ts');
 /** Each process waits this long for the directory; a process alive past HANG_MS is a hang. */
@@ -36,7 +37,7 @@ function run(
   cwd: string,
   control?: (child: ReturnType<typeof spawn>, stdout: () => string) => Promise<NodeJS.Signals | undefined>,
 ): Promise<Outcome> {
-  const argv = kind === 'lib' ? ['--import', TSX_LOADER, LIB, ...args] : [CLI_BIN, '--lock-wait', String(LOCK_WAIT_MS / 1000), ...args];
+  const argv = kind === 'lib' ? [builtWorker(LIB), ...args] : [CLI_BIN, '--lock-wait', String(LOCK_WAIT_MS / 1000), ...args];
   const child = spawn(process.execPath, argv, { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';

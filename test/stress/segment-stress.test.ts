@@ -17,7 +17,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createTestDb } from '../helpers/db.js';
-import { REPO_ROOT, TSX_LOADER } from '../helpers/cli.js';
+import { REPO_ROOT } from '../helpers/cli.js';
+import { builtWorker } from '../helpers/built-worker.js';
 import { migrate } from '../../src/migrations/migrate.js';
 import { addTag, listTags, setStep } from '../../src/segment/index.js';
 
@@ -34,7 +35,7 @@ interface Running {
 
 function startWorker(name: string, dir: string, cfg: Record<string, unknown>, onProgress: (w: Running) => void): Running {
   const out = path.join(dir, `${name}.bin`);
-  const child = spawn(process.execPath, ['--import', TSX_LOADER, WORKER, JSON.stringify({ ...cfg, out })], {
+  const child = spawn(process.execPath, [builtWorker(WORKER), JSON.stringify({ ...cfg, out })], {
     cwd: REPO_ROOT,
     stdio: ['ignore', 'pipe', 'pipe'],
   });

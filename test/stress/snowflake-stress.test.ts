@@ -19,7 +19,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDb, type TestDb } from '../helpers/db.js';
-import { REPO_ROOT, TSX_LOADER } from '../helpers/cli.js';
+import { REPO_ROOT } from '../helpers/cli.js';
+import { builtWorker } from '../helpers/built-worker.js';
 import { migrate } from '../../src/migrations/migrate.js';
 import { createSnowflakeAllocator, SYSTEM_CLOCK, type SnowflakeEvent } from '../../src/snowflake/index.js';
 import { STRESS_LAYOUT } from './snowflake-layout.js';
@@ -27,7 +28,7 @@ import { sleep } from '../helpers/wait.js';
 
 const WORKER = path.join(REPO_ROOT, 'test/stress/snowflake-worker.ts');
 const TTL = 1_000;
-/** How long any one awaited step may take before the test fails with the logs (tsx start-up under load is the slow part). */
+/** How long any one awaited step may take before the test fails with the logs (worker start-up under load is the slow part). */
 const STEP_MS = 20_000;
 
 function checkRuns(runs: { name: string; ids: bigint[] }[]): void {
@@ -103,7 +104,7 @@ describe.each(['mysql', 'postgres'] as const)('snowflake processes on %s', (flav
     const out = path.join(dir, `${name}.bin`);
     writeFileSync(out, '');
     const cfg = { url: db.url, out, leaseTtlMs: TTL, maxLeadMs: skewed ? 15_000 : 200, waitTimeoutMs: 2_000 };
-    const args = ['--import', TSX_LOADER, WORKER, JSON.stringify(cfg)];
+    const args = [builtWorker(WORKER), JSON.stringify(cfg)];
     // libfaketime preloaded into node itself, not the `faketime` wrapper: the wrapper forks, so
     // signals sent to it would not reach node.
     const env = skewed ? { ...process.env, LD_PRELOAD: fakeLib, FAKETIME: '-10s' } : process.env;
