@@ -13,6 +13,11 @@ import { gzipSync } from 'node:zlib';
 import { connect } from '../dist/src/index.js';
 import { INSTALL_ID_PENDING } from '../dist/src/embedded/template.js';
 import { migrateEmbeddedTemplate } from '../dist/src/migrations/embedded-template.js';
+import { setFlagsFromString } from 'node:v8';
+
+// One PGlite that runs for seconds: V8's baseline WebAssembly code only, as the CLI's short
+// commands do (src/cli/bin.ts), instead of optimizing PGlite function by function on top.
+setFlagsFromString('--liftoff-only');
 
 const out = new URL('../dist/pglite-template.tar.gz', import.meta.url);
 const scratch = mkdtempSync(path.join(tmpdir(), 'idlease-template-'));

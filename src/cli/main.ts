@@ -46,7 +46,7 @@ function urlOf(argv: readonly string[]): string | undefined {
 }
 
 /** The command argv names (its first word that is neither an option nor an option's value), if any. */
-function commandName(argv: readonly string[]): string | undefined {
+export function commandName(argv: readonly string[]): string | undefined {
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     if (arg === '--') return argv[i + 1];
