@@ -274,7 +274,10 @@ export async function runBlock(block: DocBlock, ctx: Context): Promise<RunResult
     case 'ts':
     case 'typescript': {
       writeFileSync(path.join(ctx.dir, `${name}.ts`), block.code);
-      return run(process.execPath, ['--import', TSX_LOADER, `${name}.ts`], ctx);
+      // V8's baseline WebAssembly code only, as the CLI's short commands run PGlite (src/cli/bin.ts):
+      // a block that opens the embedded database is over in seconds, and optimizing PGlite on top
+      // was most of its CPU. Nothing a block shows depends on it.
+      return run(process.execPath, ['--liftoff-only', '--import', TSX_LOADER, `${name}.ts`], ctx);
     }
     case 'sh':
     case 'bash':
