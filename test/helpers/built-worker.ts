@@ -32,6 +32,8 @@ export function builtWorker(script: string): string {
   const tmp = `${out}.${process.pid}.tmp`;
   const result = buildSync({
     entryPoints: [path.resolve(REPO_ROOT, script)],
+    // The metafile's input paths are relative to this: `src/…` below, whatever the caller's cwd.
+    absWorkingDir: REPO_ROOT,
     outfile: tmp,
     bundle: true,
     platform: 'node',
