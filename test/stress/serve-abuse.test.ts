@@ -9,7 +9,7 @@
  * drain: RSS may grow at most 150 MB and /healthz answers within 500 ms throughout (the bound
  * the issue sets; generous next to the few ms it takes on an idle machine).
  */
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -103,6 +103,22 @@ function cpuTicks(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15 of proc(5))
+}
+
+/**
+ * The server's CPU time in nanoseconds, all its threads (the first field of each thread's
+ * schedstat): 10,000 answers cost ~50 ms, which clock ticks (10 ms each) would count to ±20 %.
+ */
+function cpuNs(pid: number): number {
+  let ns = 0;
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+    } catch {
+      /* a thread that ended between the listing and the read */
+    }
+  }
+  return ns;
 }
 
 function status(url: string, options: http.RequestOptions): Promise<number> {
@@ -244,39 +260,46 @@ it('an anonymous /metrics or /status is refused at the cost of a /healthz answer
   try {
     const pid = guarded.child.pid!;
     const agents = Array.from({ length: 16 }, () => new http.Agent({ keepAlive: true, maxSockets: 1 }));
-    /** Server CPU ticks for `count` requests of `path`, from 16 keep-alive clients as fast as they are answered. */
+    /** Server CPU nanoseconds for `count` requests of `path`, from 16 keep-alive clients as fast as they are answered. */
     const chunk = async (path: string, expected: number, count: number): Promise<number> => {
-      const t0 = cpuTicks(pid);
+      const t0 = cpuNs(pid);
       let next = 0;
       await Promise.all(
         agents.map(async (agent) => {
           while (next++ < count) expect(await status(`${guarded.url}${path}`, { agent })).toBe(expected);
         }),
       );
-      return cpuTicks(pid) - t0;
+      return cpuNs(pid) - t0;
     };
     await chunk('/healthz', 200, 5_000);
     await chunk('/metrics', 401, 5_000); // warm-up
     await chunk('/status?q=ord', 401, 5_000);
-    // Alternating chunks, so all see the same machine.
-    let health = 0;
-    let refused = 0;
-    let statusRefused = 0;
-    for (let j = 0; j < 4; j++) {
-      health += await chunk('/healthz', 200, 10_000);
-      refused += await chunk('/metrics', 401, 10_000);
-      statusRefused += await chunk('/status?q=ord', 401, 10_000);
+    // Rounds of three chunks, one of each, side by side in time: what else runs on the machine
+    // (CI runs the PostgreSQL version matrix beside this group) changes the CPU a request costs from
+    // one second to the next, so each round's ratios compare chunks that saw the same machine, and
+    // the median of the rounds sets aside the one a burst next door landed on. One sum over all
+    // rounds did not: 1.35× once in a loaded CI run, 1.04× on the idle machine.
+    const rounds: Array<{ health: number; metrics: number; status: number }> = [];
+    for (let j = 0; j < 9; j++) {
+      const health = await chunk('/healthz', 200, 5_000);
+      const metrics = await chunk('/metrics', 401, 5_000);
+      rounds.push({ health, metrics, status: await chunk('/status?q=ord', 401, 5_000) });
     }
     for (const a of agents) a.destroy();
+    const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[xs.length >> 1]!;
+    const metricsRatio = median(rounds.map((r) => r.metrics / r.health));
+    const statusRatio = median(rounds.map((r) => r.status / r.health));
+    const ms = (ns: number) => (ns / 1e6).toFixed(0);
     console.log(
-      `server CPU ticks for 40,000 answers: /healthz ${health}, anonymous /metrics refused ${refused}: ${(refused / health).toFixed(2)}×, ` +
-        `anonymous /status refused ${statusRefused}: ${(statusRefused / health).toFixed(2)}×`,
+      `server CPU ms per 5,000 answers, 9 rounds (/healthz, anonymous /metrics, anonymous /status): ` +
+        rounds.map((r) => `${ms(r.health)}/${ms(r.metrics)}/${ms(r.status)}`).join(' ') +
+        `; median ratio to /healthz: /metrics ${metricsRatio.toFixed(2)}×, /status ${statusRatio.toFixed(2)}×`,
     );
     // The operator's own scrape and page still answer.
     expect((await fetch(`${guarded.url}/metrics`, { headers: { authorization: `Bearer ${token}` } })).status).toBe(200);
     expect((await fetch(`${guarded.url}/status`, { headers: { authorization: `Bearer ${token}` } })).status).toBe(200);
-    expect(refused / health).toBeLessThanOrEqual(1.3);
-    expect(statusRefused / health).toBeLessThanOrEqual(1.3);
+    expect(metricsRatio).toBeLessThanOrEqual(1.3);
+    expect(statusRatio).toBeLessThanOrEqual(1.3);
   } finally {
     await guarded.stop();
   }
