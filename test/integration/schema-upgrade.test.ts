@@ -10,6 +10,7 @@ import { randomBytes } from 'node:crypto';
 import { createTestDb, type TestDb, type TestFlavor } from '../helpers/db.js';
 import { connect } from '../../src/connect.js';
 import { schemaSnapshot } from '../helpers/schema-snapshot.js';
+import { waitFor } from '../helpers/wait.js';
 import { installLegacyV1, LEGACY_V1_OPTIONS } from '../fixtures/legacy-public-v1.js';
 import { migrate, unlockMigrations } from '../../src/migrations/migrate.js';
 import { addTag, createSegmentAllocator, createSnowflakeAllocator, createTicketAllocator, isIdleaseError } from '../../src/index.js';
@@ -212,12 +213,11 @@ describe('a 0.1 process leasing during the move (PostgreSQL)', () => {
     await db?.drop();
   });
 
+  /** Sessions of this test's database waiting on a lock (pg_locks is the whole server's: other files' sessions wait too). */
   async function waiting(): Promise<number> {
-    return Number((await rows(db.knex, 'SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted'))[0]!.n);
-  }
-  async function until(check: () => Promise<boolean>): Promise<void> {
-    for (let i = 0; i < 500 && !(await check()); i++) await new Promise((r) => setTimeout(r, 10));
-    expect(await check()).toBe(true);
+    const sql =
+      'SELECT count(*)::int AS n FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE NOT l.granted AND a.datname = current_database()';
+    return Number((await rows(db.knex, sql))[0]!.n);
   }
 
   it(
@@ -229,7 +229,7 @@ describe('a 0.1 process leasing during the move (PostgreSQL)', () => {
       const blocker = await db.another().transaction();
       await blocker.raw('SELECT max_id FROM public.idlease_segments WHERE tag = ? FOR UPDATE', ['order']);
       const moving = migrate(db.another(), LEGACY_V1_OPTIONS);
-      await until(async () => (await waiting()) === 1);
+      await waitFor(async () => (await waiting()) === 1, { what: 'the move to wait on the blocking transaction' });
       // …and a lease as 0.1 issues it (unqualified, found in public) queues behind the move.
       const old = createSegmentAllocator({
         knex: db.another(),
@@ -242,7 +242,7 @@ describe('a 0.1 process leasing during the move (PostgreSQL)', () => {
         () => undefined,
         (e: unknown) => e,
       );
-      await until(async () => (await waiting()) === 2);
+      await waitFor(async () => (await waiting()) === 2, { what: 'the 0.1 lease to queue behind the move' });
       await blocker.commit();
       expect((await moving).moved.length).toBe(MOVED.length);
       const err = await lease;
