@@ -47,8 +47,15 @@ function expectBound(l: Lag, p99: number, label: string): void {
   expect(l.distinct, line).toBe(l.rows);
   expect(l.notIncreasing, line).toBe(0);
   expect(l.p99, line).toBeLessThanOrEqual(p99);
-  expect(l.max, line).toBeLessThanOrEqual(50);
+  // The worst row: a time field held back shows here as the length of the hold (seconds: (a), (b),
+  // (e)'s 60 s), far past this bound. One row alone can also lag by a scheduler slice: a backend
+  // preempted between next_id() and the row's clock_timestamp(), 16 of them and pgbouncer on 2
+  // cores with the version matrix beside (64 ms once in a CI run, p99 3.7 ms). The p99 bounds the rest.
+  expect(l.max, line).toBeLessThanOrEqual(MAX_LAG_MS);
 }
+
+/** No row's |lag| above this: a hold shows as seconds; one preempted backend, tens of ms. */
+const MAX_LAG_MS = 250;
 
 describe('next_id(): the time field stays within milliseconds of the clock (issue 12)', () => {
   it('(f) 16 sessions starting together on a fresh install: no ID carries a time before the install', { timeout: 60_000 }, async () => {
