@@ -1,8 +1,9 @@
 /**
  * A vitest reporter for CI: when IDLEASE_GROUP_MARKS names a directory, the first test file of
  * each project to start leaves an empty file named for the project there. `.ci/run` waits for
- * `alone` to start the PostgreSQL version matrix beside the one-at-a-time group, whose files leave
- * much of the two cores idle (most wait on leases, cuts and timers), at a lower CPU priority.
+ * the first database group (`shared`, `failover` or `alone`) to start the PostgreSQL version
+ * matrix beside it at a lower CPU priority, in the part of the two cores those files leave idle
+ * while they wait on servers, child processes, leases and timers.
  */
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
