@@ -94,7 +94,10 @@ export function startHaProcess<R extends object>(
   });
   child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
   const done = new Promise<R & { name: string; file: string }>((resolve, reject) => {
-    child.once('exit', (code) => {
+    // 'close', not 'exit': the child can be gone before its last output is read ('exit' fires
+    // with the pipes possibly still open), and its closing JSON line is what this reads. A worker
+    // that had exited 0 was once reported as failed, its line still in the pipe, on a loaded machine.
+    child.once('close', (code) => {
       markServing();
       const line = stdout.trim().split('\n').at(-1) ?? '';
       if (code !== 0 || !line.startsWith('{')) reject(new Error(`worker ${name} exited ${code}: ${stderr.slice(-2000)}`));

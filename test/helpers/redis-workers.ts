@@ -53,7 +53,8 @@ export function startRedisWorker(
   });
   child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
   (w as { exit: RedisWorker['exit'] }).exit = new Promise((resolve) =>
-    child.once('exit', (code, signal) => resolve({ code, signal, stdout, stderr })),
+    // 'close': after the pipes are drained, so the summary line the worker printed last is in stdout.
+    child.once('close', (code, signal) => resolve({ code, signal, stdout, stderr })),
   );
   return w;
 }

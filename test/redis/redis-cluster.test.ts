@@ -91,7 +91,8 @@ function startWorker(name: string, dir: string, client: 'node-redis' | 'ioredis'
   });
   child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
   w.done = new Promise((resolve, reject) =>
-    child.once('exit', (code) => {
+    // 'close': after the pipes are drained ('exit' may come before the summary line is read).
+    child.once('close', (code) => {
       const line = /summary (.*)\n/.exec(stdout);
       if (code !== 0 || !line) reject(new Error(`worker ${name} exited ${code}: ${stderr.slice(-2000)}`));
       else resolve(JSON.parse(line[1]!) as Summary);

@@ -51,7 +51,8 @@ function startWorker(name: string, dir: string, cfg: Record<string, unknown>, on
     }
   });
   child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-  w.exit = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal, stdout, stderr })));
+  // 'close': after the pipes are drained ('exit' may come before the last output is read).
+  w.exit = new Promise((resolve) => child.once('close', (code, signal) => resolve({ code, signal, stdout, stderr })));
   return w;
 }
 
