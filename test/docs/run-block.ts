@@ -194,8 +194,14 @@ function run(cmd: string, args: string[], ctx: Context, input?: string, cwd = ct
     child.once('exit', (code) => {
       clearTimeout(timer);
       killGroup(); // leftovers a sample forgot to stop must not hold the pipes open
-      // Let the pipes drain.
-      setTimeout(() => resolve({ code, stdout, stderr, timedOut }), 50);
+      // The output is whole once the pipes close ('exit' can come before the last of it is
+      // read); a leftover that left the group could hold them, so not longer than 2 s.
+      const done = () => resolve({ code, stdout, stderr, timedOut });
+      const drained = setTimeout(done, 2_000);
+      child.once('close', () => {
+        clearTimeout(drained);
+        done();
+      });
     });
   });
 }
