@@ -75,7 +75,9 @@ export type AroundBlock = (block: DocBlock, ctx: Context) => Promise<(() => Prom
 
 export function describeDocFile(file: string, options: { around?: AroundBlock } = {}): void {
   const blocks = runnableBlocks(file);
-  describe.runIf(blocks.length > 0)(file, () => {
+  // A page of prose only has nothing to run: no suite at all, rather than one reported as skipped.
+  if (blocks.length === 0) return;
+  describe(file, () => {
     let live = new Map<Target, Context>();
     const disposeAll = async () => {
       const old = [...live.values()];
